@@ -1,0 +1,21 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="mintdim-beam",
+    version="0.1.0",
+    description="MintDim unit-build as an Apache Beam pipeline: JSONL -> exact tokens -> fixed-width unit shards",
+    python_requires=">=3.10",
+    packages=find_packages(include=["mintdim_beam", "mintdim_beam.*", "pipelines", "pipelines.*"]),
+    install_requires=[
+        "apache-beam>=2.60",
+        "sentencepiece>=0.2.0",
+        "tokenizers>=0.15",
+        "numpy",
+        "fsspec",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "pytest-timeout"],
+        "gcp": ["gcsfs"],
+    },
+    entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:main"]},
+)
