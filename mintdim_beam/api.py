@@ -1,0 +1,72 @@
+"""The fluent builder, same shape as MintDim's: nothing runs before `run()`."""
+from __future__ import annotations
+
+from typing import Sequence
+
+
+class _Block:
+    def __init__(self, job: "UnitBuildJob"):
+        self._job = job
+
+
+class _Source(_Block):
+    def jsonl(self, *, files: Sequence[str], fields: Sequence[Sequence[str]],
+              templates: Sequence[str]) -> "UnitBuildJob":
+        self._job._raw["source"] = {"files": _listed(files), "fields": _listed(fields),
+                                    "templates": _listed(templates)}
+        return self._job
+
+
+class _Tokenizer(_Block):
+    def sentencepiece(self, *, files: Sequence[str]) -> "UnitBuildJob":
+        self._job._raw["tokenizer"] = {"type": "sentencepiece", "files": _listed(files)}
+        return self._job
+
+    def hf_json(self, *, files: Sequence[str]) -> "UnitBuildJob":
+        self._job._raw["tokenizer"] = {"type": "hf_json", "files": _listed(files)}
+        return self._job
+
+
+class _Output(_Block):
+    def dir(self, path: str | Sequence[str], *, samples_per_shard: Sequence[int]) -> "UnitBuildJob":
+        self._job._raw["output"] = {"dir": path if isinstance(path, str) else _listed(path),
+                                    "samples_per_shard": _listed(samples_per_shard)}
+        return self._job
+
+
+def _listed(value):
+    """Lists stay lists; strings and scalars are left for validation to name."""
+    if isinstance(value, (list, tuple)):
+        return [list(v) if isinstance(v, tuple) else v for v in value]
+    return value
+
+
+class UnitBuildJob:
+    def __init__(self):
+        self._raw: dict = {}
+        self.source = _Source(self)
+        self.tokenizer = _Tokenizer(self)
+        self.output = _Output(self)
+
+    def units(self, *, sizes: Sequence[Sequence[int]], build_batch: Sequence[int]) -> "UnitBuildJob":
+        self._raw["units"] = {"sizes": _listed(sizes), "build_batch": _listed(build_batch)}
+        return self
+
+    def config(self) -> dict:
+        """The raw config this job describes (the same shape as a CONFIG file)."""
+        return {k: v for k, v in self._raw.items()}
+
+    def run(self, *, on_template_unk: str = "prompt", on_overflow: str = "prompt",
+            pipeline_options=None) -> dict:
+        from .runner import run_build
+
+        return run_build(self._raw, on_template_unk=on_template_unk, on_overflow=on_overflow,
+                         pipeline_options=pipeline_options)
+
+
+def pipeline(name: str) -> UnitBuildJob:
+    if name != "unit-build":
+        from .errors import PipelineValidationError
+
+        raise PipelineValidationError(missing=[f"pipeline name 'unit-build' (got {name!r})"])
+    return UnitBuildJob()

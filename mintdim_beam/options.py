@@ -1,0 +1,53 @@
+"""Beam pipeline options: ours (`--input_range_bytes`) and the local defaults."""
+from __future__ import annotations
+
+import os
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from .source import DEFAULT_RANGE_BYTES
+
+LOCAL_RUNNERS = {None, "DirectRunner", "FnApiRunner", "BundleBasedDirectRunner",
+                 "SwitchingDirectRunner"}
+
+
+class MintDimOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--input_range_bytes", type=int, default=DEFAULT_RANGE_BYTES,
+                            help="size of the byte ranges input files are read in (default 64 MiB)")
+
+
+def default_flags() -> list[str]:
+    """A local run on every core: the FnApiRunner with one worker process per core."""
+    workers = max(1, os.cpu_count() or 1)
+    if workers == 1:
+        return ["--runner=FnApiRunner"]
+    return ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
+            f"--direct_num_workers={workers}"]
+
+
+def make_options(pipeline_options) -> PipelineOptions:
+    if pipeline_options is None:
+        options = PipelineOptions(default_flags())
+    elif isinstance(pipeline_options, PipelineOptions):
+        options = pipeline_options
+    else:
+        options = PipelineOptions(list(pipeline_options))
+    standard = options.view_as(StandardOptions)
+    if standard.runner is None:
+        standard.runner = "FnApiRunner"  # DirectRunner would first try to download Prism
+    return options
+
+
+def runner_name(options: PipelineOptions) -> str:
+    runner = options.view_as(StandardOptions).runner
+    return runner if isinstance(runner, str) or runner is None else type(runner).__name__
+
+
+def is_local(options: PipelineOptions) -> bool:
+    return runner_name(options) in LOCAL_RUNNERS
+
+
+def range_bytes(options: PipelineOptions) -> int:
+    return options.view_as(MintDimOptions).input_range_bytes

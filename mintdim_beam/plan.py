@@ -1,0 +1,61 @@
+"""Driver-side preparation of each dataset: tokenizer facts, compiled template, token
+dtype and the tier-1 literal check. The result is small and picklable; workers get it
+instead of a loaded tokenizer (which they load themselves in `DoFn.setup`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import Dataset
+from .errors import TokenDTypeCapacityError
+from .template import CompiledTemplate, compile_template
+from .tokenizers import load_tokenizer
+
+DTYPES = (("uint16", 0xFFFF, 2), ("uint32", 0xFFFFFFFF, 4))
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    dataset: Dataset
+    template: CompiledTemplate
+    vocab_size: int
+    unk_id: int
+    pad_id: int
+    token_dtype: str
+    magic: int
+    bytes_per_token: int
+    literal_ids: tuple  # per segment: tuple of ids for literals, None for fields
+    literal_unk_segments: tuple  # indices of literal segments whose ids contain UNK
+
+    @property
+    def n_segments(self) -> int:
+        return len(self.template.segments)
+
+
+def select_dtype(vocab_size: int) -> tuple[str, int, int]:
+    for name, magic, width in DTYPES:
+        if vocab_size <= magic:
+            return name, magic, width
+    raise TokenDTypeCapacityError(vocab_size=vocab_size)
+
+
+def prepare(dataset: Dataset) -> DatasetPlan:
+    tokenizer = load_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
+                               dataset.tokenizer_given)
+    compiled = compile_template(dataset.template, list(dataset.fields), dataset.files[0].given)
+    dtype, magic, width = select_dtype(tokenizer.vocab_size)
+    literal_ids = []
+    unk_segments = []
+    for index, segment in enumerate(compiled.segments):
+        if segment.kind != "literal":
+            literal_ids.append(None)
+            continue
+        ids = tuple(tokenizer.encode_many([segment.content])[0])
+        literal_ids.append(ids)
+        if tokenizer.unk_id in ids:
+            unk_segments.append(index)
+    return DatasetPlan(
+        dataset=dataset, template=compiled, vocab_size=tokenizer.vocab_size,
+        unk_id=tokenizer.unk_id, pad_id=tokenizer.pad_id, token_dtype=dtype, magic=magic,
+        bytes_per_token=width, literal_ids=tuple(literal_ids),
+        literal_unk_segments=tuple(unk_segments))

@@ -1,0 +1,147 @@
+"""The launcher: validate and prepare on the driver, resolve prompts, run the Beam
+pipeline, and turn any failure into the original error class plus failure notices.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+import apache_beam as beam
+
+from . import format as fmt
+from . import storage
+from .build import expand_overflow_survey, expand_unit_build
+from .config import resolve_datasets
+from .errors import (MintDimError, OutputValidationError, PipelineValidationError,
+                     TemplateTokenizerError, UnitOverflowError, error_from_payload)
+from .failures import recover
+from .options import is_local, make_options, range_bytes, runner_name
+from .plan import prepare
+from .prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
+from .source import plan_ranges
+from .units import POLICIES, TEMPLATE_UNK_POLICIES, decide_overflows, fixed_chooser, scripted_chooser
+
+
+def log(message: str) -> None:
+    print(f"[unit-build] {message}", file=sys.stderr, flush=True)
+
+
+def _check_policies(on_template_unk: str, on_overflow: str) -> None:
+    if on_template_unk not in TEMPLATE_UNK_POLICIES:
+        raise PipelineValidationError(missing=[
+            f"run.on_template_unk (one of {', '.join(TEMPLATE_UNK_POLICIES)}; got {on_template_unk!r})"])
+    if on_overflow not in POLICIES:
+        raise PipelineValidationError(missing=[
+            f"run.on_overflow (one of {', '.join(POLICIES)}; got {on_overflow!r})"])
+
+
+def _resolve_template_unk(plans, policy: str, interactive: bool) -> None:
+    for plan in plans.values():
+        if not plan.literal_unk_segments or policy == "continue":
+            continue
+        error = TemplateTokenizerError(
+            file_index=plan.dataset.template_file_index, template=plan.dataset.template,
+            literals=[plan.template.segments[i].content for i in plan.literal_unk_segments])
+        if policy == "prompt" and interactive and ask_template_unk(
+                plan.dataset.template_file_index, len(plan.literal_unk_segments)):
+            continue
+        raise error
+
+
+def _survey_and_ask(plans, ranges, options) -> dict:
+    """Interactive overflow: a planning pass finds overflows, then the user decides."""
+    with tempfile.TemporaryDirectory(prefix="mintdim-survey-") as scratch:
+        result_path = os.path.join(scratch, "survey.pkl")
+        with beam.Pipeline(options=options) as p:
+            expand_overflow_survey(p, plans, ranges, result_path)
+        with open(result_path, "rb") as handle:
+            survey = pickle.load(handle)
+    if survey["error"] is not None:
+        raise error_from_payload(survey["error"])
+    choosers = {}
+    for ds, plan in plans.items():
+        chooser = InteractiveChooser()
+        decide_overflows(plan.dataset.sizes, survey["candidates"].get(ds, []), chooser)
+        choosers[ds] = scripted_chooser(chooser.script)
+    return choosers
+
+
+def _write_failure_notices(plans, reason: str) -> None:
+    for plan in plans.values():
+        out = plan.dataset.output_path
+        try:
+            sizes = set(plan.dataset.sizes)
+            for name in storage.list_dir(out):
+                base = name.rstrip("/").rsplit("/", 1)[-1]
+                if base.startswith("unit_") and base[5:].isdigit():
+                    sizes.add(int(base[5:]))
+            for size in sorted(sizes):
+                storage.write_text_atomic(
+                    storage.join(out, fmt.unit_dir(size), fmt.FAILED_UNIT),
+                    fmt.failed_unit_notice(size, reason), out, scratch=storage.join(out, fmt.unit_dir(size)))
+            manifest = storage.join(out, fmt.MANIFEST)
+            if storage.exists(manifest):
+                storage.filesystem(manifest).rm(manifest)
+            storage.remove_tree(storage.tmp_dir(out))
+        except Exception as exc:  # never hide the build's own error behind this one
+            log(f"warning: could not write failure notices in {plan.dataset.output_given}: {exc}")
+
+
+def _output_summary(plan) -> dict:
+    import json
+
+    out = plan.dataset.output_path
+    stats = json.loads(storage.read_bytes(storage.join(out, fmt.STATS)))
+    manifest = json.loads(storage.read_bytes(storage.join(out, fmt.MANIFEST)))
+    given = plan.dataset.output_given
+    return {"output_dir": given if storage.is_url(given) else str(Path(given)),
+            "total_samples": stats["total_samples"], "total_tokens": stats["total_tokens"],
+            "samples_with_unk": stats["samples_with_unk"],
+            "duplicate_groups": stats["duplicate_groups"],
+            "sizes": manifest["units"]["sizes"]}
+
+
+def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
+              pipeline_options=None) -> dict:
+    _check_policies(on_template_unk, on_overflow)
+    datasets = resolve_datasets(raw)
+    for dataset in datasets:
+        if not storage.is_new_or_empty_dir(dataset.output_path):
+            raise OutputValidationError(directory=dataset.output_given)
+    plans = {d.index: prepare(d) for d in datasets}
+    options = make_options(pipeline_options)
+    interactive = is_local(options) and stdin_is_tty()
+    _resolve_template_unk(plans, on_template_unk, interactive)
+    ranges = plan_ranges(datasets, range_bytes(options))
+
+    if on_overflow == "prompt" and interactive:
+        choosers = _survey_and_ask(plans, ranges, options)
+    else:
+        choosers = {ds: fixed_chooser(on_overflow) for ds in plans}
+
+    for plan in plans.values():
+        storage.makedirs(plan.dataset.output_path)
+        log(f"start output={plan.dataset.output_given} files={len(plan.dataset.files)} "
+            f"units={','.join(map(str, plan.dataset.sizes))} "
+            f"build_batch={plan.dataset.build_batch} runner={runner_name(options)}")
+    try:
+        p = beam.Pipeline(options=options)
+        expand_unit_build(p, plans, ranges, choosers)
+        p.run().wait_until_finish()
+    except BaseException as exc:
+        error = recover(exc)
+        reason = f"{type(error or exc).__name__}: {error or exc}"
+        _write_failure_notices(plans, reason)
+        log(f"failed: {reason.splitlines()[0]}")
+        if error is not None:
+            raise error from None
+        raise
+    outputs = [_output_summary(plans[ds]) for ds in sorted(plans)]
+    for out in outputs:
+        log(f"done output={out['output_dir']} samples={out['total_samples']} "
+            f"tokens={out['total_tokens']} samples_with_unk={out['samples_with_unk']} "
+            f"duplicate_groups={out['duplicate_groups']} sizes={out['sizes']}")
+    return {"outputs": outputs}

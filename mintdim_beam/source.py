@@ -1,0 +1,122 @@
+"""JSONL input in byte ranges: plan ranges, read the physical lines that start inside
+one, and turn per-range counts into exact line numbers and sample ids.
+
+Lines end at `\\n`, `\\r\\n` or a lone `\\r` (Python's universal newlines). A line belongs
+to the range holding its first byte, so every line is read by exactly one range.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import storage
+
+DEFAULT_RANGE_BYTES = 64 << 20
+_BLOCK = 1 << 16
+_TERMINATOR = re.compile(rb"[\r\n]")
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    dataset: int
+    file_pos: int  # position of the file within its dataset
+    path: str
+    range_no: int
+    start: int
+    end: int
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.dataset, self.file_pos, self.range_no)
+
+
+def plan_ranges(datasets, range_bytes: int = DEFAULT_RANGE_BYTES) -> list[ByteRange]:
+    if range_bytes <= 0:
+        raise ValueError("input_range_bytes must be positive")
+    ranges = []
+    for dataset in datasets:
+        for file_pos, source in enumerate(dataset.files):
+            total = storage.size(source.path)
+            starts = range(0, max(total, 1), range_bytes)
+            for range_no, start in enumerate(starts):
+                ranges.append(ByteRange(dataset.index, file_pos, source.path, range_no,
+                                        start, min(start + range_bytes, total)))
+    return ranges
+
+
+def _terminator_end(handle, term_pos: int, block: bytes, idx: int) -> int:
+    """Position just after the line terminator found at `term_pos` (`block[idx]`)."""
+    if block[idx:idx + 1] == b"\n":
+        return term_pos + 1
+    if idx + 1 < len(block):
+        following = block[idx + 1:idx + 2]
+    else:
+        handle.seek(term_pos + 1)
+        following = handle.read(1)
+    return term_pos + 2 if following == b"\n" else term_pos + 1
+
+
+def first_line_start(handle, start: int) -> int | None:
+    """Smallest line-start position >= start, or None when no line starts there."""
+    if start == 0:
+        return 0
+    handle.seek(start - 1)
+    previous = handle.read(1)
+    if previous == b"\n":
+        return start
+    # A '\r' just before `start` may pair with a '\n' at `start`: scan from the '\r'.
+    pos = start - 1 if previous == b"\r" else start
+    handle.seek(pos)
+    while True:
+        block = handle.read(_BLOCK)
+        if not block:
+            return None
+        match = _TERMINATOR.search(block)
+        if match:
+            return _terminator_end(handle, pos + match.start(), block, match.start())
+        pos += len(block)
+
+
+def read_range_lines(handle, start: int, end: int) -> list[bytes]:
+    """The physical lines (without terminators) whose first byte lies in [start, end)."""
+    first = first_line_start(handle, start)
+    if first is None or first >= end:
+        return []
+    handle.seek(first)
+    data = handle.read(end - first)
+    if data and data[-1:] not in (b"\n", b"\r"):
+        # The last line runs past `end`: read on to its terminator (or EOF).
+        tail = []
+        while True:
+            block = handle.read(_BLOCK)
+            if not block:
+                break
+            match = _TERMINATOR.search(block)
+            if match:
+                tail.append(block[:match.start()])
+                break
+            tail.append(block)
+        data += b"".join(tail)
+    return data.splitlines()
+
+
+def number_ranges(datasets, counts: dict) -> dict:
+    """Per-range (line offset, sample offset) from per-range (lines, samples) counts.
+
+    Line numbers restart in every file; sample ids run across the files of a dataset.
+    """
+    offsets = {}
+    ranges_by_file: dict[tuple[int, int], list[int]] = {}
+    for (ds, file_pos, range_no) in counts:
+        ranges_by_file.setdefault((ds, file_pos), []).append(range_no)
+    for dataset in datasets:
+        sample_offset = 0
+        for file_pos in range(len(dataset.files)):
+            line_offset = 0
+            for range_no in sorted(ranges_by_file.get((dataset.index, file_pos), [])):
+                key = (dataset.index, file_pos, range_no)
+                offsets[key] = (line_offset, sample_offset)
+                lines, samples = counts[key]
+                line_offset += lines
+                sample_offset += samples
+    return offsets

@@ -1,0 +1,1 @@
+"""One PTransform per pipeline stage; `build.py` wires them together."""

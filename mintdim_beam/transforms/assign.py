@@ -1,0 +1,221 @@
+"""AssignUnit: decide each sample's unit (overflow policy included), its rank within
+the unit and so its shard, without ever grouping a whole unit.
+
+Ranks come from per-(batch, unit) counts turned into prefix sums: a small side input.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import apache_beam as beam
+import numpy as np
+
+from .. import format as fmt
+from ..failures import PendingError
+from ..units import Candidate, assign_declared, decide_overflows, truncated_lengths
+
+HASHES = "hashes"
+INDEX_PARTS = "index_parts"
+STATS = "stats"
+
+
+def declared_units(plans, element):
+    """(dataset, chunk) -> Counter of declared units, for samples that fit them."""
+    chunk_key, batch = element
+    plan = plans[chunk_key[0]]
+    units = assign_declared(plan.dataset.sizes, batch["lengths"].sum(axis=1))
+    counts = Counter(units[units > 0].tolist())
+    return chunk_key, counts
+
+
+def overflow_candidates(plans, element):
+    """Samples longer than the largest declared size: the only order-dependent ones."""
+    chunk_key, batch = element
+    plan = plans[chunk_key[0]]
+    totals = batch["lengths"].sum(axis=1)
+    for j in np.nonzero(totals > plan.dataset.sizes[-1])[0].tolist():
+        yield chunk_key[0], (chunk_key + (j,), int(batch["samples"][j]),
+                             int(batch["lines"][j]), int(totals[j]))
+
+
+def _decide(candidates, plans, datasets, numbering, choosers):
+    """Per dataset: the OverflowPlan (outcomes, final sizes, rows, abort)."""
+    by_ds = {ds: [] for ds in plans}
+    for ds, (order, local_sample, local_line, token_count) in candidates:
+        _, file_pos, range_no, _, _ = order
+        line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
+        by_ds[ds].append(Candidate(order=order + (local_line,),
+                                   sample_id=sample_offset + local_sample,
+                                   token_count=token_count,
+                                   source_file=datasets[ds].files[file_pos].given,
+                                   source_line=line_offset + local_line + 1))
+    result = {}
+    for ds, cands in by_ds.items():
+        result[ds] = decide_overflows(plans[ds].dataset.sizes, cands, choosers[ds])
+    return result
+
+
+def abort_errors(overflow_plans):
+    for ds, plan in overflow_plans.items():
+        cand = plan.abort
+        if cand is not None:
+            _, file_pos, range_no, _, _, local_line = cand.order
+            yield PendingError(ds, file_pos, range_no, local_line, "UnitOverflowError",
+                               {"token_count": cand.token_count,
+                                "max_unit_size": plan.sizes[-1]}, "sample")
+
+
+def _unit_offsets(counts, overflow_plans):
+    """(dataset, chunk) -> {unit: number of earlier samples in that unit}."""
+    per_chunk: dict = {}
+    for chunk_key, counter in counts:
+        per_chunk.setdefault(chunk_key, Counter()).update(counter)
+    for ds, plan in overflow_plans.items():
+        for order, outcome in plan.outcomes.items():
+            if outcome.unit is not None:
+                per_chunk.setdefault(order[:4], Counter())[outcome.unit] += 1
+    offsets, running = {}, {}
+    for chunk_key in sorted(per_chunk):
+        ds = chunk_key[0]
+        totals = running.setdefault(ds, Counter())
+        offsets[chunk_key] = dict(totals)
+        totals.update(per_chunk[chunk_key])
+    return offsets
+
+
+class AssignFn(beam.DoFn):
+    def __init__(self, plans: dict):
+        self._plans = plans
+
+    def process(self, element, overflow_plans, offsets, numbering):
+        chunk_key, batch = element
+        ds, file_pos, range_no, _ = chunk_key
+        plan = self._plans[ds]
+        dataset = plan.dataset
+        source_file = dataset.files[file_pos].given
+        line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
+        lengths, tokens = batch["lengths"].copy(), batch["tokens"]  # inputs are shared: copy
+        totals = lengths.sum(axis=1)
+        starts = np.concatenate(([0], np.cumsum(totals)[:-1]))
+        units = assign_declared(dataset.sizes, totals)
+        keep = totals.copy()
+        outcomes = overflow_plans[ds].outcomes
+        for j in np.nonzero(units == 0)[0].tolist():
+            outcome = outcomes.get(chunk_key + (j, int(batch["lines"][j])))
+            if outcome is None or outcome.unit is None:
+                continue  # skipped (or after an abort): no record, no rows, not counted
+            units[j] = outcome.unit
+            if outcome.action == "truncate":
+                keep[j] = outcome.unit
+                lengths[j] = truncated_lengths(lengths[j], outcome.unit)
+
+        chunk_offsets = offsets.get(chunk_key, {})
+        seen = Counter()
+        ranks = np.zeros(len(units), dtype=np.int64)
+        for j, unit in enumerate(units.tolist()):
+            if unit:
+                ranks[j] = chunk_offsets.get(unit, 0) + seen[unit]
+                seen[unit] += 1
+        sps = dataset.samples_per_shard
+        shards = ranks // sps
+
+        sample_rows, unk_rows = [], []
+        stats = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
+                 "unk_tokens": 0, "unit_distribution": Counter()}
+        for j, unit in enumerate(units.tolist()):
+            if not unit:
+                continue
+            sample_id = sample_offset + int(batch["samples"][j])
+            line = line_offset + int(batch["lines"][j]) + 1
+            digest = batch["digests"][j]
+            token_count = int(keep[j])
+            sample_rows.append(fmt.sample_row(sample_id, digest, token_count, unit, source_file,
+                                              line, fmt.shard_name(unit, int(shards[j])),
+                                              batch["empty"][j]))
+            unk = batch["unks"].get(j)
+            if unk is not None:
+                positions, fields, chars = unk
+                kept = [k for k, p in enumerate(positions) if p < token_count]
+                if kept:
+                    unk_rows.append(fmt.unk_row(sample_id, digest, source_file, line,
+                                                [positions[k] for k in kept],
+                                                [fields[k] for k in kept],
+                                                [chars[k] for k in kept]))
+                    stats["samples_with_unk"] += 1
+                    stats["unk_tokens"] += len(kept)
+            stats["total_samples"] += 1
+            stats["total_tokens"] += token_count
+            stats["unit_distribution"][unit] += 1
+            yield beam.pvalue.TaggedOutput(HASHES, ((ds, digest), (sample_id, file_pos, line)))
+
+        # Records, grouped by (unit, shard); a batch's samples of one shard are contiguous.
+        written = units > 0
+        for unit in sorted(set(units[written].tolist())):
+            members = np.nonzero(units == unit)[0]
+            payload = np.concatenate([tokens[starts[j]:starts[j] + keep[j]] for j in members.tolist()])
+            records = fmt.build_records(payload, lengths[members], unit, plan.magic,
+                                        plan.pad_id, plan.token_dtype)
+            member_shards = shards[members]
+            for shard in np.unique(member_shards).tolist():
+                rows = member_shards == shard
+                yield (ds, unit, shard), (int(ranks[members][rows][0]), records[rows])
+
+        if sample_rows:
+            yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))
+        if unk_rows:
+            yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("unk", chunk_key, "".join(unk_rows)))
+        if stats["total_samples"]:
+            stats["unit_distribution"] = dict(stats["unit_distribution"])
+            yield beam.pvalue.TaggedOutput(STATS, (ds, stats))
+
+
+class DecideOverflows(beam.PTransform):
+    """Tokenized batches -> one {dataset: OverflowPlan}, decided in sample_id order."""
+
+    def __init__(self, plans, datasets, choosers):
+        super().__init__()
+        self._plans, self._datasets, self._choosers = plans, datasets, choosers
+
+    def expand(self, tokenized_and_numbering):
+        tokenized, numbering = tokenized_and_numbering
+        plans, datasets, choosers = self._plans, self._datasets, self._choosers
+        return (tokenized
+                | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
+                | "AllCandidates" >> beam.combiners.ToList()
+                | "Decide" >> beam.Map(
+                    lambda cands, num: _decide(cands, plans, datasets, num, choosers),
+                    beam.pvalue.AsSingleton(numbering)))
+
+
+class UnitOffsets(beam.PTransform):
+    """Per-(batch, unit) counts -> prefix sums: each batch's first rank per unit."""
+
+    def __init__(self, plans):
+        super().__init__()
+        self._plans = plans
+
+    def expand(self, tokenized_and_overflows):
+        tokenized, overflow_plans = tokenized_and_overflows
+        plans = self._plans
+        return (tokenized
+                | "CountDeclaredUnits" >> beam.Map(lambda e: declared_units(plans, e))
+                | "AllCounts" >> beam.combiners.ToList()
+                | "PrefixSums" >> beam.Map(_unit_offsets, beam.pvalue.AsSingleton(overflow_plans)))
+
+
+class AssignUnits(beam.PTransform):
+    """Tokenized batches -> keyed shard pieces, index row parts, hashes and stats."""
+
+    def __init__(self, plans, overflow_plans, offsets, numbering):
+        super().__init__()
+        self._plans = plans
+        self._sides = (overflow_plans, offsets, numbering)
+
+    def expand(self, tokenized):
+        overflow_plans, offsets, numbering = self._sides
+        out = tokenized | "Assign" >> beam.ParDo(
+            AssignFn(self._plans), beam.pvalue.AsSingleton(overflow_plans),
+            beam.pvalue.AsSingleton(offsets), beam.pvalue.AsSingleton(numbering),
+        ).with_outputs(HASHES, INDEX_PARTS, STATS, main="pieces")
+        return {"pieces": out.pieces, HASHES: out[HASHES], INDEX_PARTS: out[INDEX_PARTS],
+                STATS: out[STATS]}

@@ -1,0 +1,62 @@
+"""ReadJSONL: byte ranges of the input files -> batches of non-blank lines."""
+from __future__ import annotations
+
+import apache_beam as beam
+
+from .. import storage
+from ..source import read_range_lines
+
+COUNTS = "range_counts"
+
+
+class ReadRangeFn(beam.DoFn):
+    """Read one byte range; yield batches of (local sample, local line, text, error)."""
+
+    def __init__(self, batch_sizes: dict):
+        self._batch_sizes = batch_sizes  # dataset -> build_batch
+
+    def process(self, byte_range):
+        with storage.open_read(byte_range.path) as handle:
+            lines = read_range_lines(handle, byte_range.start, byte_range.end)
+        size = self._batch_sizes[byte_range.dataset]
+        batch, batch_no, samples = [], 0, 0
+        for local_line, raw in enumerate(lines):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                entry = (samples, local_line, None,
+                         f"invalid UTF-8: {exc.reason} at byte {exc.start}")
+            else:
+                stripped = text.strip()
+                if not stripped:
+                    continue  # blank lines take no sample_id
+                entry = (samples, local_line, stripped, None)
+            samples += 1
+            batch.append(entry)
+            if len(batch) == size:
+                yield (byte_range.key + (batch_no,), batch)
+                batch, batch_no = [], batch_no + 1
+        if batch:
+            yield (byte_range.key + (batch_no,), batch)
+        yield beam.pvalue.TaggedOutput(COUNTS, (byte_range.key, (len(lines), samples)))
+
+
+class ReadJSONL(beam.PTransform):
+    """Plan-free read: takes the planned ranges, spreads them over workers, reads them.
+
+    Outputs `batches` ((dataset, file, range, batch), entries) and `range_counts`.
+    """
+
+    def __init__(self, ranges, batch_sizes: dict):
+        super().__init__()
+        self._ranges = ranges
+        self._batch_sizes = batch_sizes
+
+    def expand(self, pbegin):
+        read = (pbegin
+                | "Ranges" >> beam.Create(self._ranges)
+                | "SpreadRanges" >> beam.Reshuffle()
+                | "ReadRanges" >> beam.ParDo(ReadRangeFn(self._batch_sizes)).with_outputs(
+                    COUNTS, main="batches"))
+        batches = read.batches | "SpreadBatches" >> beam.Reshuffle()
+        return {"batches": batches, COUNTS: read[COUNTS]}

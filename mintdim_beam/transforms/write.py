@@ -1,0 +1,84 @@
+"""GroupByUnit + ShardWrite: each shard's records gathered by (unit, shard), sorted by
+rank, written under a temporary name and renamed; index row parts likewise.
+
+The widest group is one shard's records (samples_per_shard), never a whole unit.
+"""
+from __future__ import annotations
+
+import sys
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from .. import format as fmt
+from .. import storage
+
+PART_KINDS = ("sample", "unk")
+
+
+def part_path(output_dir: str, kind: str, chunk_key) -> str:
+    _, file_pos, range_no, batch_no = chunk_key
+    return storage.join(storage.tmp_dir(output_dir), "parts", kind,
+                        f"{file_pos:06d}-{range_no:09d}-{batch_no:09d}.jsonl")
+
+
+class WriteShardFn(beam.DoFn):
+    def __init__(self, plans: dict):
+        self._plans = plans
+        self._group_records = Metrics.distribution("mintdim", "shard_group_records")
+
+    def process(self, element):
+        (ds, unit, shard), pieces = element
+        plan = self._plans[ds]
+        ordered = sorted(pieces, key=lambda piece: piece[0])
+        records = np.concatenate([records for _, records in ordered])
+        self._group_records.update(len(records))
+        data = records.tobytes()
+        out = plan.dataset.output_path
+        storage.write_atomic(storage.join(out, fmt.shard_name(unit, shard)), data, out)
+        mib = len(data) / (1024 * 1024)
+        print(f"[unit-build] shard={shard:06d} samples={len(records)} "
+              f"bytes={fmt.format_mib(len(data))} unit={unit}", file=sys.stderr, flush=True)
+        if mib > fmt.RECOMMENDED_SHARD_MIB:
+            print(f"[unit-build:warning] shard={shard:06d} size={fmt.format_mib(len(data))} "
+                  f"exceeds recommended {fmt.RECOMMENDED_SHARD_MIB} MiB.\n"
+                  "Build continues because sharding is controlled by samples_per_shard.",
+                  file=sys.stderr, flush=True)
+        yield ds, unit, shard, len(records)
+
+
+class WriteShards(beam.PTransform):
+    """Keyed record pieces -> shard files; outputs (dataset, unit, shard, samples)."""
+
+    def __init__(self, plans: dict):
+        super().__init__()
+        self._plans = plans
+
+    def expand(self, pieces):
+        return (pieces
+                | "GroupByUnitShard" >> beam.GroupByKey()
+                | "WriteShard" >> beam.ParDo(WriteShardFn(self._plans)))
+
+
+class WriteIndexPartFn(beam.DoFn):
+    def __init__(self, plans: dict):
+        self._plans = plans
+
+    def process(self, element):
+        kind, chunk_key, text = element
+        out = self._plans[chunk_key[0]].dataset.output_path
+        path = part_path(out, kind, chunk_key)
+        storage.write_text_atomic(path, text, out)
+        yield kind, chunk_key, path
+
+
+class WriteIndexParts(beam.PTransform):
+    """Per-batch sample/unk rows -> part files, joined in order by Finalize."""
+
+    def __init__(self, plans: dict):
+        super().__init__()
+        self._plans = plans
+
+    def expand(self, parts):
+        return parts | "WritePart" >> beam.ParDo(WriteIndexPartFn(self._plans))

@@ -1,0 +1,112 @@
+"""Unit assignment and overflow policies: pure rules, no I/O and no Beam.
+
+Only samples longer than the largest declared size ("candidates") can depend on
+earlier samples, through sizes added by `extend`; they are few, so they are decided
+sequentially in sample_id order and everything else is decided independently.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+POLICIES = ("prompt", "abort", "truncate", "skip", "extend")
+TEMPLATE_UNK_POLICIES = ("prompt", "abort", "continue")
+
+
+def smallest_fit(sizes, token_count: int) -> int | None:
+    index = bisect_left(sizes, token_count)
+    return sizes[index] if index < len(sizes) else None
+
+
+def assign_declared(sizes, token_counts: np.ndarray) -> np.ndarray:
+    """Unit per sample for declared sizes; 0 where the sample overflows."""
+    table = np.asarray(list(sizes) + [0], dtype=np.int64)
+    return table[np.searchsorted(np.asarray(sizes, dtype=np.int64), token_counts, side="left")]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    order: tuple  # sorts like sample_id
+    sample_id: int
+    token_count: int
+    source_file: str
+    source_line: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: str  # "fit" | "truncate" | "skip" | "extend"
+    unit: int | None  # None for skip
+    max_unit_size: int  # largest size known when decided
+
+
+@dataclass
+class OverflowPlan:
+    outcomes: dict  # order -> Outcome
+    sizes: list  # final sizes, added ones included, ascending
+    overflow_rows: list  # rows of overflow_index.jsonl in sample_id order
+    abort: Candidate | None  # the first overflow, when the policy is to abort
+
+
+Chooser = Callable[[Candidate, int], tuple[str, int | None]]
+
+
+def fixed_chooser(policy: str) -> Chooser:
+    """The non-interactive policies; `prompt` without a TTY behaves as `abort`."""
+    if policy in ("abort", "prompt"):
+        return lambda cand, max_size: ("abort", None)
+    if policy == "extend":
+        return lambda cand, max_size: ("extend", cand.token_count)
+    if policy in ("truncate", "skip"):
+        return lambda cand, max_size: (policy, None)
+    raise ValueError(f"unknown on_overflow policy {policy!r}")
+
+
+def scripted_chooser(script: dict) -> Chooser:
+    """Decisions made ahead (interactive prompt), keyed by sample_id."""
+    def choose(cand: Candidate, max_size: int):
+        action, new_size = script[cand.sample_id]
+        return action, new_size
+    return choose
+
+
+def decide_overflows(declared, candidates, choose: Chooser) -> OverflowPlan:
+    sizes = sorted(declared)
+    outcomes, rows = {}, []
+    for cand in sorted(candidates, key=lambda c: c.order):
+        fit = smallest_fit(sizes, cand.token_count)
+        if fit is not None:  # fits a size added by an earlier extend
+            outcomes[cand.order] = Outcome("fit", fit, sizes[-1])
+            continue
+        max_size = sizes[-1]
+        action, new_size = choose(cand, max_size)
+        if action == "abort":
+            return OverflowPlan(outcomes, sizes, rows, cand)
+        row = {"sample_id": cand.sample_id, "source_file": cand.source_file,
+               "source_line": cand.source_line, "token_count": cand.token_count,
+               "max_unit_size": max_size, "action": action}
+        if action == "truncate":
+            outcomes[cand.order] = Outcome("truncate", max_size, max_size)
+        elif action == "skip":
+            outcomes[cand.order] = Outcome("skip", None, max_size)
+        elif action == "extend":
+            if new_size is None or new_size < cand.token_count:
+                raise ValueError("extend needs a new size >= token_count")
+            if new_size not in sizes:
+                insort(sizes, new_size)
+            outcomes[cand.order] = Outcome("extend", new_size, max_size)
+            row["new_unit_size"] = new_size
+        else:
+            raise ValueError(f"unknown overflow action {action!r}")
+        rows.append(row)
+    return OverflowPlan(outcomes, sizes, rows, None)
+
+
+def truncated_lengths(lengths: np.ndarray, keep: int) -> np.ndarray:
+    """Segment lengths after keeping the first `keep` payload tokens."""
+    ends = np.minimum(np.cumsum(lengths), keep)
+    starts = np.concatenate(([0], ends[:-1]))
+    return (ends - starts).astype(lengths.dtype)
