@@ -1,0 +1,29 @@
+# `make demo` and `make test` work on a fresh machine: they create .venv and install
+# the package with its test extras first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test test-fast clean
+
+setup: $(STAMP)
+
+$(STAMP): setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	rm -rf demo_out
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) examples/demo.py demo_out
+
+test: $(STAMP)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow"
+
+clean:
+	rm -rf $(VENV) demo_out build *.egg-info

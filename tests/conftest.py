@@ -1,0 +1,98 @@
+"""Shared fixtures: tiny real tokenizers trained in seconds, and a helper that runs a
+real build in a working directory (paths are recorded as given, so tests chdir)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+IN_MEMORY = ["--runner=FnApiRunner"]
+MULTI_PROCESS = ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
+                 "--direct_num_workers=2"]
+
+WORDS = ("the model reads every sample and writes shards of fixed width for training "
+         "data tokens units padding overflow template field value question answer code "
+         "python function return list dict string number hello world").split()
+
+
+def sentence(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+
+def write_jsonl(path: Path, rows, newline="\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        for row in rows:
+            handle.write((row if isinstance(row, str) else json.dumps(row, ensure_ascii=False)) + newline)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tokenizers_dir(tmp_path_factory) -> Path:
+    """A SentencePiece unigram model and HF BPE / WordPiece / Unigram tokenizer.json files."""
+    import sentencepiece as spm
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    root = tmp_path_factory.mktemp("tokenizers")
+    rng = random.Random(7)
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(sentence(rng, 3, 30) for _ in range(3000)) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(root / "sp"),
+                                   vocab_size=120, hard_vocab_limit=False, pad_id=3, num_threads=1,
+                                   character_coverage=1.0, minloglevel=2)
+    specs = {
+        "bpe": (models.BPE(unk_token="[UNK]"), trainers.BpeTrainer(
+            vocab_size=300, special_tokens=["[UNK]", "[PAD]"])),
+        "wordpiece": (models.WordPiece(unk_token="[UNK]"), trainers.WordPieceTrainer(
+            vocab_size=300, special_tokens=["[UNK]", "[PAD]"])),
+        "unigram": (models.Unigram(), trainers.UnigramTrainer(
+            vocab_size=200, special_tokens=["[UNK]", "[PAD]"], unk_token="[UNK]")),
+    }
+    for name, (model, trainer) in specs.items():
+        tok = Tokenizer(model)
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.train([str(corpus)], trainer)
+        tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")
+        tok.save(str(root / f"hf_{name}.json"))
+    return root
+
+
+def run_build(workdir: Path, *, files, fields, templates, tokenizer, tokenizer_files, sizes,
+              build_batch, output, samples_per_shard, options=IN_MEMORY,
+              on_overflow="abort", on_template_unk="abort"):
+    """Run a real build with `workdir` as the working directory."""
+    from mintdim_beam import pipeline
+
+    previous = os.getcwd()
+    os.chdir(workdir)
+    try:
+        job = pipeline("unit-build").source.jsonl(files=files, fields=fields, templates=templates)
+        job = getattr(job.tokenizer, tokenizer)(files=tokenizer_files)
+        job = job.units(sizes=sizes, build_batch=build_batch).output.dir(
+            output, samples_per_shard=samples_per_shard)
+        return job.run(on_overflow=on_overflow, on_template_unk=on_template_unk,
+                       pipeline_options=list(options))
+    finally:
+        os.chdir(previous)
+
+
+def read_tree(root: Path, drop_manifest_extras: bool = True) -> dict:
+    """Every file below `root` as bytes; the manifest without our own extra keys."""
+    tree = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            if drop_manifest_extras and path.name == "manifest.json":
+                doc = json.loads(data)
+                doc.pop("mintdim_beam_version", None)
+                data = json.dumps(doc, ensure_ascii=False, indent=2).encode()
+            tree[str(path.relative_to(root))] = data
+    return tree
+
+
+def content_tree(root: Path) -> dict:
+    """Like read_tree but without notices whose prose is ours (EMPTY_UNIT.md)."""
+    return {k: v for k, v in read_tree(root).items() if not k.endswith("EMPTY_UNIT.md")}
