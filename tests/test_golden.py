@@ -1,0 +1,75 @@
+"""Byte-compatibility with mintdim 0.2.1: every case under tests/golden was built by
+the reference (tools/make_golden.py); our build of the same input must give the same
+bytes. Comparison rules: every file identical, except manifest.json may carry our own
+extra keys after the reference's, and EMPTY_UNIT.md (our own prose) must exist exactly
+where the reference wrote one."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mintdim_beam import errors
+
+from conftest import IN_MEMORY, MULTI_PROCESS, content_tree, run_build
+
+GOLDEN = Path(__file__).parent / "golden"
+CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "case.json").is_file())
+# A spread of cases also built on worker processes with tiny byte ranges.
+MULTI_CASES = {"shared_three_files_duplicates", "overflow_extend_shared_files",
+               "line_endings_whitespace", "mapped_two_outputs", "multishard_empty_units",
+               "multilingual_hf_bpe_fused_unk"}
+
+
+@pytest.fixture(scope="module")
+def golden_copy(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("golden")
+    shutil.copytree(GOLDEN, root / "golden", ignore=shutil.ignore_patterns("expected"))
+    return root / "golden"
+
+
+def _outputs(case: dict) -> list[str]:
+    return [case["output"]] if isinstance(case["output"], str) else list(dict.fromkeys(case["output"]))
+
+
+def _notices(root: Path) -> set:
+    return {str(p.relative_to(root)) for p in root.rglob("EMPTY_UNIT.md")}
+
+
+def _run_case(name: str, golden_copy: Path, options: list[str]):
+    case = json.loads((GOLDEN / name / "case.json").read_text())
+    work = golden_copy / name
+    for out in _outputs(case):
+        shutil.rmtree(work / out, ignore_errors=True)
+    kwargs = dict(files=case["files"], fields=case["fields"], templates=case["templates"],
+                  tokenizer=case["tokenizer"]["type"], tokenizer_files=case["tokenizer"]["files"],
+                  sizes=case["sizes"], build_batch=case["build_batch"], output=case["output"],
+                  samples_per_shard=case["samples_per_shard"], options=options,
+                  on_overflow=case["on_overflow"], on_template_unk=case["on_template_unk"])
+    if case.get("expect_error"):
+        with pytest.raises(errors.MintDimError) as info:
+            run_build(work, **kwargs)
+        assert type(info.value).__name__ == case["expect_error"]
+        return
+    result = run_build(work, **kwargs)
+    for out in _outputs(case):
+        expected_root, actual_root = GOLDEN / name / "expected" / out, work / out
+        expected, actual = content_tree(expected_root), content_tree(actual_root)
+        assert sorted(actual) == sorted(expected), out
+        for path in expected:
+            assert actual[path] == expected[path], f"{name}: {out}/{path} differs"
+        assert _notices(actual_root) == _notices(expected_root)
+        manifest = json.loads((actual_root / "manifest.json").read_text())
+        assert list(manifest)[-1] == "mintdim_beam_version"
+    assert len(result["outputs"]) == len(_outputs(case))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_golden_in_memory_small_ranges(name, golden_copy):
+    _run_case(name, golden_copy, IN_MEMORY + ["--input_range_bytes=1024"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MULTI_CASES & set(CASES)))
+def test_golden_multi_processing_tiny_ranges(name, golden_copy):
+    _run_case(name, golden_copy, MULTI_PROCESS + ["--input_range_bytes=200"])
