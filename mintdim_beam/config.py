@@ -55,11 +55,11 @@ def _check_missing(raw: dict) -> None:
     for block in ("source", "tokenizer", "units", "output"):
         value = raw.get(block)
         if block == "tokenizer":
-            if not value:
+            if not value or not isinstance(value, dict):
                 missing.append("tokenizer")
             continue
         _, keys, labels = blocks[block]
-        if not value:
+        if not value or not isinstance(value, dict):
             missing.extend(labels)
             continue
         missing.extend(label for key, label in zip(keys, labels) if not value.get(key))

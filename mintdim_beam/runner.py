@@ -137,6 +137,7 @@ def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "pr
         _write_failure_notices(plans, reason)
         log(f"failed: {reason.splitlines()[0]}")
         if error is not None:
+            error.phase = "build"  # failed while building, not in the config
             raise error from None
         raise
     outputs = [_output_summary(plans[ds]) for ds in sorted(plans)]

@@ -40,12 +40,12 @@ BAD_LINES = [
 ]
 
 
-@pytest.mark.parametrize("options", [IN_MEMORY, MULTI_PROCESS], ids=["in_memory", "multi_processing"])
-@pytest.mark.parametrize("bad,cls,reason", BAD_LINES)
+BAD_LINE_RUNS = [(IN_MEMORY, *case) for case in BAD_LINES] + [(MULTI_PROCESS, *BAD_LINES[0])]
+
+
+@pytest.mark.parametrize("options,bad,cls,reason", BAD_LINE_RUNS)
 def test_bad_line_fails_with_file_and_line_and_leaves_failure_notices(
         tmp_path, tokenizers_dir, options, bad, cls, reason):
-    if options is MULTI_PROCESS and bad != BAD_LINES[0][0]:
-        pytest.skip("one bad-line kind is enough on the multi-process runner")
     rows = [json.dumps(GOOD[i % 2]) for i in range(30)]
     data = "\n".join(rows[:10]).encode() + b"\n\n" + (bad if isinstance(bad, bytes) else bad.encode())
     data += b"\r\n" + "\n".join(rows[10:]).encode() + b"\n" + b'{"q": 1, "a": 2, "b": oops\n'

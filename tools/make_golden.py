@@ -20,6 +20,8 @@ Then, from the repository root:
     V/bin/python tools/make_golden.py --list
     V/bin/python tools/make_golden.py --keep-tokenizers   # reuse tests/golden/_tokenizers
 
+(``/tmp/golden312`` on the development machine is such a venv.)
+
 Everything is deterministic: data come from seeded ``random.Random`` generators
 (``tools/textgen.py``), tokenizers are trained single-threaded on generated
 corpora, and the reference is run on a temporary copy of each case directory
@@ -742,8 +744,8 @@ def code_sp_bytefallback() -> Case:
         "Python/JS/C snippets (tabs and 4-space indentation, braces, f-strings with {x} "
         "that are field text, not placeholders); repeated field {language}; per-case "
         "SentencePiece BPE trained on the case data with byte_fallback, identity "
-        "normalization and remove_extra_whitespaces=False (newlines become byte pieces, "
-        "no UNK).",
+        "normalization and remove_extra_whitespaces=False (newlines and tabs become byte "
+        "pieces <0x0A>/<0x09>, no UNK).",
         {"data/code.jsonl": lines_to_bytes(lines)},
         cfg(["data/code.jsonl"], [["language", "task", "code"]], [tmpl],
             "sentencepiece", ["tok/code_bpe_bytefallback.model"], [[64, 128, 256]], [64],
@@ -1084,23 +1086,59 @@ def literal_braces() -> Case:
 
 @case
 def overflow_truncate_multisegment() -> Case:
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(SHARED_TOK / "sp_unigram_en.model"))
     rng = random.Random(117)
-    rows = qa_rows(rng, 150, long_p=0.1)
-    for i in range(0, 150, 13):
-        rows[i]["question"] = tg.en_long(rng, rng.randint(3, 8))   # truncation inside field 1
+    max_size = 48
+    # Pick rows by where the cut falls, measured with the case's own tokenizer:
+    # key = index of the segment in which the running token count reaches 48
+    # (None = fits), plus rows of exactly 48 and 49 tokens.
+    want = {None: 35, 1: 15, 2: 10, 3: 35, 4: 10, 5: 35, "eq": 4, "eq+1": 4}
+    got: dict = {k: [] for k in want}
+    for _ in range(200000):
+        if all(len(got[k]) >= want[k] for k in want):
+            break
+        topic = rng.choice(sorted(tg.TOPICS))
+        q = (tg.en_long(rng, rng.randint(2, 5), topic) if rng.random() < 0.12
+             else tg.en_question(rng, topic))
+        c = "" if rng.random() < 0.1 else tg.en_paragraph(rng, 1, 3, topic)
+        a = tg.en_paragraph(rng, 1, 3, topic) if rng.random() < 0.5 else rng.choice(
+            ["Yes.", "No.", tg.en_sentence(rng, topic)])
+        segs = ["Question: ", q, "\nContext: ", c, "\nAnswer: ", a]
+        lens = [len(x) for x in sp.encode(segs, out_type=int)]
+        total = sum(lens)
+        if total == max_size:
+            key = "eq"
+        elif total == max_size + 1:
+            key = "eq+1"
+        elif total < max_size:
+            key = None
+        else:
+            run = 0
+            for key, ln in enumerate(lens):
+                run += ln
+                if run >= max_size:
+                    break
+        if len(got[key]) < want[key]:
+            got[key].append({"question": q, "context": c, "answer": a})
+    rows = [r for k in want for r in got[k]]
+    rng.shuffle(rows)
     lines = [jline(r, rng) for r in rows]
     return Case(
         "overflow_truncate_multisegment",
-        "on_overflow=truncate with small units (16/32/48): tokens are dropped from the end, "
-        "so later segments (including literal ones) keep 0 tokens and the cut falls in "
-        "various segments; sample_index token_count is the truncated count (48), "
-        "overflow_index keeps the original.",
+        "on_overflow=truncate with small units (16/32/48) and a three-field template. Rows "
+        "were chosen so the cut lands in every segment after the first: inside question, "
+        "inside the '\\nContext: ' literal, inside context, inside the '\\nAnswer: ' literal, "
+        "inside answer; segments after the cut keep 0 tokens (also literals). Also rows of "
+        "exactly 48 (fit, no overflow row) and 49 tokens. sample_index token_count is the "
+        "truncated count (48); overflow_index keeps the original count.",
         {"data/qa.jsonl": lines_to_bytes(lines)},
         cfg(["data/qa.jsonl"], [["question", "context", "answer"]],
             ["Question: {question}\nContext: {context}\nAnswer: {answer}"],
-            "sentencepiece", [SP_UNI], [[16, 32, 48]], [25], "out", [20],
+            "sentencepiece", [SP_UNI], [[16, 32, max_size]], [25], "out", [20],
             on_overflow="truncate"),
-        checks=[need_overflow("truncate", 50)],
+        checks=[need_overflow("truncate", 50), need_empty_fields],
     )
 
 
@@ -1325,14 +1363,15 @@ def multishard_empty_units() -> Case:
         "multishard_empty_units",
         "Many units, two files into one dataset, samples_per_shard=3, build_batch=10: "
         "several shards per unit (the last one short), shard boundaries across batches and "
-        "files, and declared units that receive nothing (unit_1, unit_2, unit_1024 -> "
-        "EMPTY_UNIT.md).",
+        "files, a 1-token unit, and declared units that receive nothing (unit_256, unit_512, "
+        "unit_1024 -> EMPTY_UNIT.md).",
         {"data/short.jsonl": lines_to_bytes([jline(r, rng) for r in a]),
          "data/long.jsonl": lines_to_bytes([jline(r, rng) for r in b])},
         cfg(["data/short.jsonl", "data/long.jsonl"], [["text"]], ["{text}"],
-            "sentencepiece", [SP_BPE], [[1, 2, 8, 16, 24, 32, 64, 128, 1024]], [10], "out", [3],
-            on_overflow="abort"),
-        checks=[need_empty_unit, need_multi_shards(5), need_no_overflow],
+            "sentencepiece", [SP_BPE], [[1, 2, 8, 16, 24, 32, 64, 128, 256, 512, 1024]], [10],
+            "out", [3], on_overflow="abort"),
+        checks=[need_empty_unit, need_multi_shards(5), need_no_overflow,
+                lambda out: [(out / f"unit_{u}" / "EMPTY_UNIT.md").stat() for u in (256, 512, 1024)]],
     )
 
 
@@ -1595,6 +1634,91 @@ def generate_case(name: str) -> dict:
     return info
 
 
+README_HEAD = """\
+# Golden cases: expected output of mintdim 0.2.1
+
+Each directory is one build, generated by `tools/make_golden.py` and run with the
+public reference implementation, `mintdim` 0.2.1. The product (`mintdim_beam`)
+must reproduce every `expected/` tree byte for byte.
+
+## Layout
+
+- `case.json`: the exact API arguments. Paths are relative to the case directory,
+  and the build runs with the case directory as the working directory. Keys:
+  `files`, `fields`, `templates`, `tokenizer {type, files}`, `sizes`, `build_batch`,
+  `output` (a string, or a list with one dir per file), `samples_per_shard`,
+  `on_overflow`, `on_template_unk`, `expect_error` (null, or the name of the
+  exception class mintdim raised), and `description` (informational only).
+- `data/*.jsonl`: the inputs. Write them byte-exactly; some have CRLF, lone CR,
+  BOM and unicode whitespace on purpose.
+- `tok/`: tokenizers trained for this case only. Shared tokenizers live in
+  `_tokenizers/` and are referenced as `../_tokenizers/<file>`. That string is
+  recorded verbatim in `manifest.json` (see `_tokenizers/README.md`).
+- `expected/<output dir>/`: the complete mintdim output. Error cases have none:
+  compare the exception class with `expect_error`. (mintdim leaves partial
+  output with `UNIT_BUILD_FAILED.md` behind; the golden set does not pin its contents.)
+
+`"on_overflow": "extend"` cases come from mintdim's interactive prompt, driven
+through a pseudo-terminal with the answers [2] extend, new unit_size =
+token_count, [2] all. mintdim asks again for each output dataset.
+`overflow_prompt_truncate_all` was made with [1] truncate, [2] all. The
+generator checks that it is byte-identical to `on_overflow="truncate"`, so it is
+recorded as truncate.
+
+## Regenerate / check
+
+    python3.12 -m venv V && V/bin/pip install mintdim==0.2.1 'sentencepiece==0.2.1' tokenizers
+    V/bin/python tools/make_golden.py                 # all cases (about 15 s), deterministic
+    V/bin/python tools/make_golden.py CASE ...        # some cases
+    python tools/crosscheck_golden.py                 # any env with sentencepiece/tokenizers/numpy
+
+You need sentencepiece 0.2.1. mintdim reads UNK surfaces with
+`out_type="immutable_proto"`, and the 0.2.2 and 0.2.3 wheels reject that, so the
+first SentencePiece UNK crashes mintdim. `crosscheck_golden.py` is an independent,
+mintdim-free model of FORMAT.md. It re-derives every case and compares bytes. With
+sentencepiece 0.2.3 / tokenizers 0.23.3 (the product's environment) all cases match,
+so the token ids do not depend on the sentencepiece version.
+
+## Behaviour of mintdim 0.2.1 pinned by these cases
+
+- Lines are split by Python universal newlines (`\\n`, `\\r\\n`, lone `\\r`). `\\v`,
+  `\\f`, `\\x1c`-`\\x1e`, U+0085, U+2028 and U+2029 do NOT end a line. A line that is
+  only (unicode) whitespace is skipped and uses no sample_id. `source_line` is the
+  physical line number.
+- Python `json.loads` semantics: NaN/Infinity accepted, duplicate keys (last wins),
+  big ints exact; `str()` rendering (`1E5` gives `100000.0`, `1e400` gives `inf`, `true`
+  gives `True`). A UTF-8 BOM makes line 1 invalid JSON.
+- Each segment is encoded separately, so a whitespace-only literal can be 0 tokens
+  (SentencePiece nmt_nfkc maps `\\n` to a space and drops it; HF Whitespace drops
+  it). A literal's length can be 0 even though it is never listed in `empty_fields`.
+- `empty_fields` is computed from the rendered text, before truncation. A field cut
+  to 0 tokens by truncation is not listed.
+- Truncation keeps segments from the start, so every segment after the cut has
+  length 0, literals included.
+- UNK surfaces (`unk_chars`): SentencePiece puts a run of unknown characters into ONE
+  UNK piece, and the surface is the original text (before nmt_nfkc). HF BPE gives
+  one [UNK] per character, or one per run with `fuse_unk`. HF WordPiece gives one
+  [UNK] per pre-token "word": the whole word, accents kept, and each CJK char is its
+  own word. ByteLevel BPE never produces UNK.
+- Skipped samples keep their sample_id and are absent from stats and duplicates.
+
+## Cases
+"""
+
+
+def write_readme() -> None:
+    parts = [README_HEAD]
+    for name in CASES:
+        c = json.loads((GOLDEN / name / "case.json").read_text("utf-8"))
+        outs = [c["output"]] if isinstance(c["output"], str) else c["output"]
+        meta = (f"{c['tokenizer']['type']} `{', '.join(dict.fromkeys(c['tokenizer']['files']))}`; "
+                f"on_overflow={c['on_overflow']}, on_template_unk={c['on_template_unk']}; "
+                + (f"expect_error={c['expect_error']}" if c["expect_error"]
+                   else f"outputs: {', '.join(f'`{o}`' for o in outs)}"))
+        parts.append(f"\n### `{name}`\n\n{c['description']}\n\n_{meta}_\n")
+    (GOLDEN / "README.md").write_text("".join(parts), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--worker"]:
@@ -1633,6 +1757,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{d}: {s['total_samples']} samples/{s['samples_with_unk']} unk/"
             f"{s['duplicate_groups']} dup" for d, s in info.get("outputs", {}).items())
         print(f"[make_golden] {n}: {info['status']} ({short}) {info['seconds']}s", flush=True)
+    if all((GOLDEN / n / "case.json").exists() for n in CASES):
+        write_readme()
     return 0
 
 

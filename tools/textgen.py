@@ -467,3 +467,142 @@ def code_task(rng: random.Random) -> tuple[str, str, str]:
         f"Implement {rng.choice(_FUNC)} for a list of {rng.choice(_IDENT)}.",
     ])
     return lang, task, code
+
+
+# ---------------------------------------------------------------------------
+# A broader everyday-English lexicon (used by the demo data; added after the
+# golden cases were fixed, so the generators above are unchanged)
+# ---------------------------------------------------------------------------
+
+LEX_NOUNS = """
+account address afternoon agency airport album alarm answer apartment apple argument
+army article artist audience author autumn baby bakery balcony balloon band bank
+basket battery beach bedroom bicycle bill bird birthday blanket boat bottle boundary
+bracelet branch bread bridge brother brush bucket budget building bus butter button
+cabinet cable cafe cake calendar camera campaign candle canvas captain carpet castle
+cat ceiling chair champion channel chapter cheese chemistry chicken child chocolate
+church cinema circle classroom client climate clock cloud coach coast coat collection
+college colour comment community company computer concert contract conversation cookie
+corner cottage council country cousin crowd cup curtain customer dance daughter deadline
+decision degree dentist desert design desk detail diary dictionary dinner director
+doctor document dog door drawer dream dress driver drum eagle earthquake editor egg
+election elephant elevator email engine engineer evening exam exhibition experiment
+factory farm farmer festival field film finger fire fish flag flight floor flower
+football forest fork fountain friend fridge garage garden gate gift glass glove goal
+government grandmother grass guitar gym hair hall hammer harbour hat headline heart
+helmet highway hill history holiday homework horse hospital hotel hour house island
+jacket journey judge kettle key keyboard kitchen knife ladder lake lamp language laptop
+lawyer leaf lecture lesson letter library lion lunch machine magazine manager map
+market meal medicine memory message meter microphone minute mirror mistake moment
+money monkey month morning mountain mouse museum mushroom neighbour newspaper night
+notebook nurse ocean office onion orange orchestra painting paper parcel parent park
+party passenger pencil pepper phone photo piano picture pillow pilot planet plate
+player pocket poem police politician potato president printer prize problem professor
+project pumpkin puzzle queen question radio railway recipe report restaurant river
+road rocket roof room rope sailor salad sandwich satellite school scientist season
+secret shelf ship shirt shop shoulder singer sister skirt sky sleeve snow soap soldier
+song soup spoon square stadium staircase station statue storm story street student
+studio subway sugar suitcase summer supermarket surgeon sweater table teacher team
+telephone television temple tennis theatre ticket tiger toilet tomato tooth tourist
+towel tower town toy tractor traffic train tree truck tunnel umbrella uncle university
+valley vegetable village violin volcano waiter wallet war watch waterfall weather
+wedding week window winter wire witness wolf woman wood worker writer yard year zoo
+""".split()
+
+LEX_VERBS = """
+accept-accepted admire-admired agree-agreed allow-allowed answer-answered appear-appeared
+arrange-arranged arrive-arrived ask-asked attach-attached avoid-avoided bake-baked
+borrow-borrowed brush-brushed call-called carry-carried celebrate-celebrated change-changed
+check-checked clean-cleaned climb-climbed collect-collected complain-complained
+complete-completed consider-considered cook-cooked copy-copied count-counted cover-covered
+cross-crossed dance-danced decide-decided deliver-delivered describe-described
+design-designed destroy-destroyed discover-discovered discuss-discussed dress-dressed
+drop-dropped enjoy-enjoyed enter-entered escape-escaped expect-expected explain-explained
+fill-filled finish-finished fix-fixed follow-followed gather-gathered guess-guessed
+hate-hated help-helped hope-hoped hurry-hurried imagine-imagined improve-improved
+invite-invited join-joined jump-jumped kick-kicked kiss-kissed knock-knocked laugh-laughed
+learn-learned like-liked listen-listened live-lived look-looked love-loved manage-managed
+mark-marked measure-measured miss-missed move-moved need-needed notice-noticed
+offer-offered open-opened order-ordered paint-painted pass-passed pick-picked plan-planned
+play-played practise-practised prefer-preferred prepare-prepared print-printed
+promise-promised protect-protected pull-pulled push-pushed reach-reached receive-received
+remember-remembered repair-repaired repeat-repeated reply-replied report-reported
+rescue-rescued return-returned save-saved share-shared shout-shouted smile-smiled
+solve-solved start-started stay-stayed stop-stopped study-studied suggest-suggested
+support-supported surprise-surprised talk-talked taste-tasted thank-thanked touch-touched
+travel-travelled try-tried turn-turned use-used visit-visited wait-waited walk-walked
+want-wanted wash-washed watch-watched wish-wished wonder-wondered work-worked worry-worried
+buy-bought bring-brought build-built catch-caught choose-chose draw-drew drink-drank
+drive-drove eat-ate fall-fell feel-felt find-found forget-forgot give-gave grow-grew
+hear-heard hide-hid hold-held keep-kept know-knew leave-left lend-lent lose-lost
+make-made meet-met pay-paid read-read ride-rode ring-rang run-ran say-said see-saw
+sell-sold send-sent shake-shook sing-sang sit-sat sleep-slept speak-spoke spend-spent
+stand-stood steal-stole swim-swam take-took teach-taught tell-told think-thought
+throw-threw understand-understood wake-woke wear-wore win-won write-wrote
+""".split()
+
+LEX_ADJ = """
+angry anxious beautiful bitter bright brilliant broken busy calm careful cheerful
+clever cloudy cold comfortable crowded curious dangerous dark delicious different
+difficult dirty dusty eager early easy elegant empty enormous exciting expensive
+famous fancy fast fierce foggy fragile free fresh friendly funny gentle giant glorious
+golden graceful grumpy handsome happy healthy heavy helpful honest huge hungry icy
+important impossible innocent jealous jolly kind large lazy light little lively lonely
+long loud lovely lucky magnificent modern muddy mysterious narrow nervous noisy old
+orange patient peaceful perfect plain pleasant polite poor powerful precious pretty
+proud purple quiet rainy rapid rare rich rough round rude sad salty scary shiny short
+shy silly silver simple sleepy slow small smooth soft sour spicy splendid strange
+strong sunny sweet tall tender thick thin tiny tired tough ugly unusual warm weak wealthy
+wet wide wild windy wise wonderful wooden young
+""".split()
+
+LEX_PLACES = """
+Amsterdam Athens Bangkok Barcelona Beijing Berlin Bogota Boston Brussels Budapest Cairo
+Cape_Town Chicago Copenhagen Da_Nang Delhi Dubai Dublin Edinburgh Florence Geneva Hanoi
+Helsinki Ho_Chi_Minh_City Hong_Kong Hue Istanbul Jakarta Kyoto Lagos Lima Lisbon London
+Madrid Manila Melbourne Mexico_City Milan Montreal Moscow Mumbai Munich Nairobi Osaka
+Oslo Paris Prague Quebec Reykjavik Rome San_Francisco Santiago Seoul Shanghai Singapore
+Stockholm Sydney Taipei Tokyo Toronto Vancouver Vienna Warsaw Zurich
+""".split()
+
+WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
+          "September", "October", "November", "December"]
+
+_FREE_PATTERNS = [
+    "{Name} {verb_past} the {adj} {noun} near the {noun2} in {place}.",
+    "On {weekday}, {name} and {name2} {verb_past} a {noun} for the {noun2}.",
+    "The {noun} in {place} costs about {price} this {month}.",
+    "Why did the {adj} {noun} {verb} the {noun2} at {time}?",
+    "My {noun} is {adj}, but the {noun2} looks even more {adj2}.",
+    "{Name} wants to {verb} the {noun} before {month} {day}.",
+    "We {verb_past} {count} {noun}s and {count2} {noun2}s at the {place} {noun3}.",
+    "If you {verb} the {noun} too early, the {noun2} becomes {adj}.",
+    "The {adj} {noun} was {verb_past} by a {adj2} {noun2} on {month} {day}, {year}.",
+    "Please {verb} the {noun} and send me the {noun2} by {time} on {weekday}.",
+    "There were {count} {adj} {noun}s waiting outside the {noun2}.",
+    "Version {ver} of the {noun} app finally lets you {verb} your {noun2}.",
+]
+
+
+def en_free_sentence(rng: random.Random) -> str:
+    """An everyday sentence over a broad lexicon (names, places, dates, prices)."""
+    v1, v2 = rng.choice(LEX_VERBS).split("-"), rng.choice(LEX_VERBS).split("-")
+    name, name2 = rng.sample(NAMES, 2)
+    s = rng.choice(_FREE_PATTERNS).format(
+        Name=name, name=name, name2=name2, verb=v1[0], verb_past=v2[1],
+        adj=rng.choice(LEX_ADJ), adj2=rng.choice(LEX_ADJ), noun=rng.choice(LEX_NOUNS),
+        noun2=rng.choice(LEX_NOUNS), noun3=rng.choice(LEX_NOUNS),
+        place=rng.choice(LEX_PLACES).replace("_", " "), weekday=rng.choice(WEEKDAYS),
+        month=rng.choice(MONTHS), day=rng.randint(1, 28), year=rng.randint(1990, 2025),
+        time=f"{rng.randint(1, 12)}:{rng.choice(['00', '15', '30', '45'])} "
+             f"{rng.choice(['a.m.', 'p.m.'])}",
+        price=rng.choice([f"${rng.randint(2, 900)}", f"{rng.randint(2, 900)} euros",
+                          f"{rng.randint(10, 999)},000 dong", f"£{rng.randint(1, 99)}.{rng.randint(0, 99):02d}"]),
+        count=rng.randint(2, 40), count2=rng.randint(2, 40),
+        ver=f"{rng.randint(1, 12)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}")
+    return s[0].upper() + s[1:]
+
+
+def en_free_paragraph(rng: random.Random, n_min: int = 2, n_max: int = 6) -> str:
+    return " ".join(en_free_sentence(rng) for _ in range(rng.randint(n_min, n_max)))

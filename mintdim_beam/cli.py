@@ -1,0 +1,64 @@
+"""`mintdim-beam build CONFIG [beam flags]`: exit 0 on success, 2 on a config error,
+1 when the build itself fails."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import MintDimError
+
+CONFIG_HELP = """CONFIG keys (YAML or JSON; paths relative to the working directory or fsspec URLs):
+  source:    {files: [...], fields: [[...]], templates: ["..."]}
+  tokenizer: {type: sentencepiece | hf_json, files: [...]}
+  units:     {sizes: [[...]], build_batch: [...]}
+  output:    {dir: PATH or [PATHS], samples_per_shard: [...]}
+  on_overflow: abort | truncate | skip | extend | prompt      (optional, default prompt)
+  on_template_unk: abort | continue | prompt                  (optional, default prompt)
+Each list is shared (length 1) or mapped per input file (length N), as in the Python API.
+Any other argument is a Beam pipeline flag, e.g. --runner=FnApiRunner
+--direct_running_mode=multi_processing --direct_num_workers=2 --input_range_bytes=65536."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mintdim-beam", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="run a unit-build from a CONFIG file",
+                           epilog=CONFIG_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("config", help="path or URL of the YAML/JSON config")
+    build.add_argument("--on_overflow", "--on-overflow", dest="on_overflow", default=None,
+                       help="overrides the config's on_overflow")
+    build.add_argument("--on_template_unk", "--on-template-unk", dest="on_template_unk",
+                       default=None, help="overrides the config's on_template_unk")
+    return parser
+
+
+def build_command(args, beam_flags: list[str]) -> int:
+    from .config_file import load_config
+    from .runner import run_build
+
+    try:
+        doc = load_config(args.config)
+        raw = {k: doc.get(k) for k in ("source", "tokenizer", "units", "output")}
+        result = run_build(
+            raw,
+            on_template_unk=args.on_template_unk or doc.get("on_template_unk") or "prompt",
+            on_overflow=args.on_overflow or doc.get("on_overflow") or "prompt",
+            pipeline_options=beam_flags or None)
+    except MintDimError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1 if getattr(exc, "phase", None) == "build" else 2
+    print(json.dumps(result, ensure_ascii=False, indent=2))
+    return 0
+
+
+def main(argv=None) -> int:
+    args, extra = _parser().parse_known_args(argv)
+    if args.command == "build":
+        return build_command(args, extra)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Runnable pipeline entry points (what a Flex Template or a cluster submit runs)."""

@@ -1,0 +1,64 @@
+"""The console script and `python -m pipelines.unit_build`: exit codes and messages."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _config(tmp_path, **changes) -> Path:
+    doc = yaml.safe_load((REPO / "examples/unit_build.yaml").read_text())
+    doc["output"]["dir"] = [str(tmp_path / "a"), str(tmp_path / "b")]
+    doc.update(changes)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True))
+    return path
+
+
+def _run(args, cwd=REPO):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_build_example_config_succeeds(tmp_path):
+    proc = _run(["mintdim-beam", "build", str(_config(tmp_path)), "--runner=FnApiRunner"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert [o["total_samples"] for o in result["outputs"]] == [1996, 800]
+    assert (tmp_path / "a/manifest.json").exists() and (tmp_path / "b/manifest.json").exists()
+
+
+def test_config_error_exits_2_with_both_languages(tmp_path):
+    config = _config(tmp_path, units={"sizes": [[256, 128]], "build_batch": [64]})
+    proc = _run([sys.executable, "-m", "pipelines.unit_build", "--config", str(config)])
+    assert proc.returncode == 2
+    assert "[english] UnitValidationError" in proc.stderr and "[vietnam] UnitValidationError" in proc.stderr
+    assert not (tmp_path / "a").exists()
+
+
+def test_build_failure_exits_1(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "hi", "response": "there"}\n{"prompt": "x"}\n')
+    config = _config(tmp_path, source={"files": [str(bad)], "fields": [["prompt", "response"]],
+                                       "templates": ["{prompt}\n{response}"]},
+                     units={"sizes": [[64, 128]], "build_batch": [64]})
+    doc = yaml.safe_load(config.read_text())
+    doc["output"]["dir"] = str(tmp_path / "c")
+    config.write_text(yaml.safe_dump(doc))
+    proc = _run(["mintdim-beam", "build", str(config), "--runner=FnApiRunner"])
+    assert proc.returncode == 1
+    assert "SampleSchemaError" in proc.stderr and "Line: 2" in proc.stderr
+    assert (tmp_path / "c/unit_64/UNIT_BUILD_FAILED.md").exists()
+    assert not (tmp_path / "c/manifest.json").exists()
+
+
+def test_missing_config_and_unknown_keys_exit_2(tmp_path):
+    proc = _run(["mintdim-beam", "build", str(tmp_path / "nope.yaml")])
+    assert proc.returncode == 2 and "MintDimFileNotFoundError" in proc.stderr
+    config = _config(tmp_path, extra_key=1)
+    proc = _run(["mintdim-beam", "build", str(config)])
+    assert proc.returncode == 2 and "extra_key" in proc.stderr
