@@ -37,6 +37,7 @@ BAD_LINES = [
     ('{"q": [1], "a": "x"}', errors.SampleSchemaError, "JSON type: array"),
     ('{"q": {"k": 1}, "a": "x"}', errors.SampleSchemaError, "JSON type: object"),
     (b'{"q": "caf\xe9", "a": "x"}', errors.SourceParseError, "invalid UTF-8"),
+    ('{"q": "x\\ud800", "a": "y"}', errors.SourceParseError, "lone surrogate"),
 ]
 
 

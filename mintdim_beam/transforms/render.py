@@ -77,10 +77,17 @@ class RenderFn(beam.DoFn):
             rendered = [values[name] for name in field_slots]
             whole = literal_text(s.content if s.kind == "literal" else values[s.name]
                                  for s in segments)
+            try:
+                encoded = whole.encode("utf-8")
+            except UnicodeEncodeError as exc:  # a "\ud800"-style escape: not Unicode text
+                yield beam.pvalue.TaggedOutput(ERRORS, _parse_error(
+                    chunk_key, local_line,
+                    f"lone surrogate {whole[exc.start]!r} in a string: not valid Unicode text"))
+                continue
             samples.append(sample)
             lines.append(local_line)
             texts.append(rendered)
-            digests.append(hashlib.sha256(whole.encode("utf-8")).hexdigest())
+            digests.append(hashlib.sha256(encoded).hexdigest())
             empty.append([name for name, value in zip(field_slots, rendered) if value == ""])
         if samples:
             yield chunk_key, {"samples": np.asarray(samples, dtype=np.int64),
