@@ -133,3 +133,13 @@ def failed_unit_notice(size: int, reason: str) -> str:
 
 def format_mib(nbytes: int) -> str:
     return f"{nbytes / (1024 * 1024):.1f} MiB"
+
+
+def shard_progress_lines(shard: int, samples: int, nbytes: int, unit: int) -> list[str]:
+    """The seed's line per closed shard, plus its warning past the recommended size."""
+    lines = [f"[unit-build] shard={shard:06d} samples={samples} bytes={format_mib(nbytes)} unit={unit}"]
+    if nbytes > RECOMMENDED_SHARD_MIB * 1024 * 1024:
+        lines.append(f"[unit-build:warning] shard={shard:06d} size={format_mib(nbytes)} exceeds "
+                     f"recommended {RECOMMENDED_SHARD_MIB} MiB.\n"
+                     "Build continues because sharding is controlled by samples_per_shard.")
+    return lines

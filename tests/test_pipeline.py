@@ -184,3 +184,14 @@ def test_shard_cardinality_and_record_layout(tmp_path, tokenizers_dir):
     assert (records[:, 0] == 65535).all()
     assert records[:, 1:5].sum(axis=1).tolist() == [r["token_count"] for r in rows]
     assert [r["shard_path"] for r in rows][6] == "unit_64/shard_000001.bin"
+
+
+def test_a_bad_line_in_one_dataset_leaves_no_manifest_in_any(tmp_path, tokenizers_dir):
+    write_jsonl(tmp_path / "data/a.jsonl", GOOD * 5)
+    write_jsonl(tmp_path / "data/b.jsonl", GOOD * 5 + ["{broken"])
+    with pytest.raises(errors.SourceParseError) as info:
+        _build(tmp_path, tokenizers_dir, ["data/a.jsonl", "data/b.jsonl"], output=["o1", "o2"])
+    assert "File: data/b.jsonl" in info.value.english and "Line: 11" in info.value.english
+    for out in ("o1", "o2"):
+        assert not (tmp_path / out / "manifest.json").exists()
+        assert (tmp_path / out / "unit_8" / "UNIT_BUILD_FAILED.md").exists()

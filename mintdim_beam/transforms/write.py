@@ -37,14 +37,8 @@ class WriteShardFn(beam.DoFn):
         data = records.tobytes()
         out = plan.dataset.output_path
         storage.write_atomic(storage.join(out, fmt.shard_name(unit, shard)), data, out)
-        mib = len(data) / (1024 * 1024)
-        print(f"[unit-build] shard={shard:06d} samples={len(records)} "
-              f"bytes={fmt.format_mib(len(data))} unit={unit}", file=sys.stderr, flush=True)
-        if mib > fmt.RECOMMENDED_SHARD_MIB:
-            print(f"[unit-build:warning] shard={shard:06d} size={fmt.format_mib(len(data))} "
-                  f"exceeds recommended {fmt.RECOMMENDED_SHARD_MIB} MiB.\n"
-                  "Build continues because sharding is controlled by samples_per_shard.",
-                  file=sys.stderr, flush=True)
+        for line in fmt.shard_progress_lines(shard, len(records), len(data), unit):
+            print(line, file=sys.stderr, flush=True)
         yield ds, unit, shard, len(records)
 
 
