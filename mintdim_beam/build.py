@@ -5,13 +5,18 @@ outputs for index rows, hashes (duplicates) and a CombineFn for stats; Finalize 
 """
 from __future__ import annotations
 
+import os
+import pickle
+
 import apache_beam as beam
 
+from . import storage
 from .source import number_ranges
 from .transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits, DecideOverflows,
-                                UnitOffsets, abort_errors)
+                                UnitOffsets, abort_errors, number_candidates,
+                                overflow_candidates)
 from .transforms.duplicates import DuplicateIndex
-from .transforms.finalize import Finalize
+from .transforms.finalize import Finalize, first_error
 from .transforms.read import COUNTS, ReadJSONL
 from .transforms.render import ERRORS, Render
 from .transforms.stats import BuildStats
@@ -19,11 +24,10 @@ from .transforms.tokenize import Tokenize
 from .transforms.write import WriteIndexParts, WriteShards
 
 
-def expand_unit_build(p, plans: dict, ranges, choosers: dict):
-    """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
+def _read_and_tokenize(p, plans: dict, ranges):
+    """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     batch_sizes = {ds: plan.dataset.build_batch for ds, plan in plans.items()}
-
     read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes)
     numbering = (read[COUNTS]
                  | "AllRangeCounts" >> beam.combiners.ToDict()
@@ -31,7 +35,13 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict):
                      [datasets[d] for d in sorted(datasets)], counts)))
     rendered = read["batches"] | "Render" >> Render(plans)
     tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(plans)
+    return numbering, rendered[ERRORS], tokenized
 
+
+def expand_unit_build(p, plans: dict, ranges, choosers: dict):
+    """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
+    datasets = {ds: plan.dataset for ds, plan in plans.items()}
+    numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges)
     overflow_plans = (tokenized, numbering) | "DecideOverflows" >> DecideOverflows(
         plans, datasets, choosers)
     offsets = (tokenized, overflow_plans) | "UnitOffsets" >> UnitOffsets(plans)
@@ -42,8 +52,7 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict):
     dup_parts = assigned[HASHES] | "Duplicates" >> DuplicateIndex(plans)
     stats = assigned[STATS] | "Stats" >> BuildStats()
 
-    errors = ((rendered[ERRORS],
-               overflow_plans | "AbortErrors" >> beam.FlatMap(abort_errors))
+    errors = ((bad_lines, overflow_plans | "AbortErrors" >> beam.FlatMap(abort_errors))
               | "CollectErrors" >> beam.Flatten())
     return p | "Finalize" >> Finalize(plans, datasets, {
         "errors": errors, "numbering": numbering, "overflow_plans": overflow_plans,
@@ -51,52 +60,22 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict):
         "shards": shards})
 
 
-def _survey_candidates(candidates, numbering, datasets):
-    """Candidate objects (with sample ids and lines) grouped by dataset."""
-    from .units import Candidate
-
-    out = {}
-    for ds, (order, local_sample, local_line, token_count) in candidates:
-        _, file_pos, range_no, _, _ = order
-        line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
-        out.setdefault(ds, []).append(Candidate(
-            order=order + (local_line,), sample_id=sample_offset + local_sample,
-            token_count=token_count, source_file=datasets[ds].files[file_pos].given,
-            source_line=line_offset + local_line + 1))
-    return out
-
-
 def expand_overflow_survey(p, plans: dict, ranges, result_path: str):
     """Planning pass for the interactive prompt: the overflow candidates and the first
     bad line, pickled to `result_path` for the driver to ask about."""
-    import pickle
-
-    from . import storage
-    from .transforms.assign import overflow_candidates
-    from .transforms.finalize import _first_error
-
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    batch_sizes = {ds: plan.dataset.build_batch for ds, plan in plans.items()}
-    read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes)
-    numbering = (read[COUNTS]
-                 | "AllRangeCounts" >> beam.combiners.ToDict()
-                 | "NumberLines" >> beam.Map(lambda counts: number_ranges(
-                     [datasets[d] for d in sorted(datasets)], counts)))
-    rendered = read["batches"] | "Render" >> Render(plans)
-    tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(plans)
+    numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges)
     candidates = (tokenized
                   | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
                   | "AllCandidates" >> beam.combiners.ToList()
-                  | "Number" >> beam.Map(_survey_candidates, beam.pvalue.AsSingleton(numbering),
-                                         datasets))
-    error = (rendered[ERRORS]
+                  | "Number" >> beam.Map(lambda c, num: number_candidates(c, datasets, num),
+                                         beam.pvalue.AsSingleton(numbering)))
+    error = (bad_lines
              | "AllErrors" >> beam.combiners.ToList()
-             | "FirstError" >> beam.Map(lambda errs, num: _first_error(errs, num, datasets),
+             | "FirstError" >> beam.Map(lambda errs, num: first_error(errs, num, datasets),
                                        beam.pvalue.AsSingleton(numbering)))
 
     def save(cands, err):
-        import os
-
         storage.write_atomic(result_path, pickle.dumps({"candidates": cands, "error": err}),
                              os.path.dirname(result_path))
 

@@ -38,21 +38,24 @@ def overflow_candidates(plans, element):
                              int(batch["lines"][j]), int(totals[j]))
 
 
-def _decide(candidates, plans, datasets, numbering, choosers):
-    """Per dataset: the OverflowPlan (outcomes, final sizes, rows, abort)."""
-    by_ds = {ds: [] for ds in plans}
+def number_candidates(candidates, datasets, numbering) -> dict:
+    """Raw candidates -> {dataset: [Candidate]} with sample ids and source lines."""
+    by_ds: dict = {}
     for ds, (order, local_sample, local_line, token_count) in candidates:
         _, file_pos, range_no, _, _ = order
         line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
-        by_ds[ds].append(Candidate(order=order + (local_line,),
-                                   sample_id=sample_offset + local_sample,
-                                   token_count=token_count,
-                                   source_file=datasets[ds].files[file_pos].given,
-                                   source_line=line_offset + local_line + 1))
-    result = {}
-    for ds, cands in by_ds.items():
-        result[ds] = decide_overflows(plans[ds].dataset.sizes, cands, choosers[ds])
-    return result
+        by_ds.setdefault(ds, []).append(Candidate(
+            order=order + (local_line,), sample_id=sample_offset + local_sample,
+            token_count=token_count, source_file=datasets[ds].files[file_pos].given,
+            source_line=line_offset + local_line + 1))
+    return by_ds
+
+
+def _decide(candidates, plans, datasets, numbering, choosers):
+    """Per dataset: the OverflowPlan (outcomes, final sizes, rows, abort)."""
+    by_ds = number_candidates(candidates, datasets, numbering)
+    return {ds: decide_overflows(plans[ds].dataset.sizes, by_ds.get(ds, []), choosers[ds])
+            for ds in plans}
 
 
 def abort_errors(overflow_plans):

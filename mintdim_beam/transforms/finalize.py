@@ -15,7 +15,7 @@ _EMPTY_STATS = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
                 "unk_tokens": 0, "unit_distribution": {}}
 
 
-def _first_error(pending_errors, numbering, datasets):
+def first_error(pending_errors, numbering, datasets):
     if not pending_errors:
         return None
     first = min(pending_errors, key=lambda e: e.order)
@@ -74,7 +74,7 @@ class Finalize(beam.PTransform):
         datasets = self._datasets
         error = (s["errors"]
                  | "AllErrors" >> beam.combiners.ToList()
-                 | "FirstError" >> beam.Map(lambda errs, num: _first_error(errs, num, datasets),
+                 | "FirstError" >> beam.Map(lambda errs, num: first_error(errs, num, datasets),
                                            beam.pvalue.AsSingleton(s["numbering"])))
         return (pbegin
                 | "Datasets" >> beam.Create(sorted(self._plans))
