@@ -106,6 +106,27 @@ def _output_summary(plan) -> dict:
 
 def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
               pipeline_options=None) -> dict:
+    """Build and wait; returns {"outputs": [...]} as documented for `run()`."""
+    outputs, _ = launch(raw, on_template_unk, on_overflow, pipeline_options)
+    return {"outputs": outputs}
+
+
+def group_size_stats(pipeline_result) -> dict:
+    """The `shard_group_records` distribution: records per (unit, shard) group."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    query = pipeline_result.metrics().query(MetricsFilter().with_name("shard_group_records"))
+    dists = [d.committed or d.attempted for d in query["distributions"]]
+    dists = [d for d in dists if d is not None and d.count]
+    if not dists:
+        return {"count": 0, "max": 0, "sum": 0}
+    return {"count": sum(d.count for d in dists), "max": max(d.max for d in dists),
+            "sum": sum(d.sum for d in dists)}
+
+
+def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
+           pipeline_options=None):
+    """Validate, prepare, run and wait; returns (outputs, Beam PipelineResult)."""
     _check_policies(on_template_unk, on_overflow)
     datasets = resolve_datasets(raw)
     for dataset in datasets:
@@ -130,7 +151,8 @@ def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "pr
     try:
         p = beam.Pipeline(options=options)
         expand_unit_build(p, plans, ranges, choosers)
-        p.run().wait_until_finish()
+        pipeline_result = p.run()
+        pipeline_result.wait_until_finish()
     except BaseException as exc:
         error = recover(exc)
         reason = f"{type(error or exc).__name__}: {error or exc}"
@@ -145,4 +167,4 @@ def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "pr
         log(f"done output={out['output_dir']} samples={out['total_samples']} "
             f"tokens={out['total_tokens']} samples_with_unk={out['samples_with_unk']} "
             f"duplicate_groups={out['duplicate_groups']} sizes={out['sizes']}")
-    return {"outputs": outputs}
+    return outputs, pipeline_result

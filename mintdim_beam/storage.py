@@ -94,6 +94,17 @@ def write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None = 
     fs.mv(temp, path)
 
 
+def write_partial_temp(data: bytes, output_dir: str) -> str:
+    """What a worker killed mid-write leaves behind: a temp file, never a final name."""
+    fs = filesystem(output_dir)
+    scratch = tmp_dir(output_dir)
+    fs.makedirs(scratch, exist_ok=True)
+    temp = join(scratch, f"{uuid.uuid4().hex}.tmp")
+    with fs.open(temp, "wb") as handle:
+        handle.write(data)
+    return temp
+
+
 def write_text_atomic(path: str, text: str, output_dir: str, scratch: str | None = None) -> None:
     write_atomic(path, text.encode("utf-8"), output_dir, scratch)
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
+import socket
+import subprocess
+import sys
+
+REPO = Path(__file__).resolve().parents[1]
 IN_MEMORY = ["--runner=FnApiRunner"]
+BUNDLE_RETRYING = ["--runner=BundleBasedDirectRunner"]  # retries a failed bundle up to 4 times
 MULTI_PROCESS = ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
                  "--direct_num_workers=2"]
 
@@ -96,3 +102,26 @@ def read_tree(root: Path, drop_manifest_extras: bool = True) -> dict:
 def content_tree(root: Path) -> dict:
     """Like read_tree but without notices whose prose is ours (EMPTY_UNIT.md)."""
     return {k: v for k, v in read_tree(root).items() if not k.endswith("EMPTY_UNIT.md")}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def portable_flags(tmp_path_factory):
+    """Beam's Python job service + an EXTERNAL worker pool on free loopback ports,
+    started and stopped with deploy/local/portable.sh (what README tells users to run)."""
+    state = tmp_path_factory.mktemp("portable")
+    env = dict(os.environ, VENV=sys.prefix, MINTDIM_PORTABLE_STATE=str(state))
+    script = str(REPO / "deploy/local/portable.sh")
+    subprocess.run([script, "start", str(_free_port()), str(_free_port())], env=env, check=True,
+                   capture_output=True, timeout=120)
+    try:
+        flags = subprocess.run([script, "flags"], env=env, check=True, capture_output=True,
+                               text=True).stdout.split()
+        yield flags
+    finally:
+        subprocess.run([script, "stop"], env=env, timeout=60)

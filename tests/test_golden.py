@@ -11,7 +11,7 @@ import pytest
 
 from mintdim_beam import errors
 
-from conftest import IN_MEMORY, MULTI_PROCESS, content_tree, run_build
+from conftest import BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, content_tree, run_build
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "case.json").is_file())
@@ -73,3 +73,17 @@ def test_golden_in_memory_small_ranges(name, golden_copy):
 @pytest.mark.parametrize("name", sorted(MULTI_CASES & set(CASES)))
 def test_golden_multi_processing_tiny_ranges(name, golden_copy):
     _run_case(name, golden_copy, MULTI_PROCESS + ["--input_range_bytes=200"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MULTI_CASES & set(CASES)))
+def test_golden_portable_runner(name, golden_copy, portable_flags):
+    _run_case(name, golden_copy, portable_flags + ["--input_range_bytes=300"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MULTI_CASES & set(CASES)))
+def test_golden_with_injected_faults_and_retries(name, golden_copy, tmp_path, monkeypatch):
+    monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize,write@{tmp_path}")
+    _run_case(name, golden_copy, BUNDLE_RETRYING + ["--input_range_bytes=500"])
+    assert {p.name.split("-")[0] for p in tmp_path.iterdir()} == {"tokenize", "write"}

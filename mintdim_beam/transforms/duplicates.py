@@ -13,9 +13,9 @@ from .. import storage
 
 def _group_row(element, plans):
     (ds, digest), members = element
+    members = sorted(members)  # GroupByKey hands out an iterable in no set order
     if len(members) < 2:
         return
-    members = sorted(members)
     files = plans[ds].dataset.files
     row = fmt.duplicate_row(digest, [(sid, files[fp].given, line) for sid, fp, line in members])
     width = plans[ds].dataset.samples_per_shard

@@ -10,6 +10,7 @@ import itertools
 import apache_beam as beam
 import numpy as np
 
+from ..faults import BundleFaults
 from ..tokenizers import cached_tokenizer
 
 
@@ -34,6 +35,10 @@ def unk_details(tokenizer, plan, texts_by_segment, lengths_row, seg_tokens, unk_
 class TokenizeFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
+        self._faults = BundleFaults("tokenize")
+
+    def start_bundle(self):
+        self._faults.start_bundle()
 
     def setup(self):
         self._tokenizers = {ds: cached_tokenizer(p.dataset.tokenizer_kind, p.dataset.tokenizer_path)
@@ -51,6 +56,7 @@ class TokenizeFn(beam.DoFn):
         texts = batch["texts"]
         m, n_fields = len(texts), len(texts[0])
         encoded = tokenizer.encode_many([t for row in texts for t in row]) if n_fields else []
+        self._faults.check(chunk_key)
         pieces = []
         field_iter = iter(encoded)
         for _ in range(m):

@@ -13,6 +13,7 @@ from apache_beam.metrics import Metrics
 
 from .. import format as fmt
 from .. import storage
+from ..faults import BundleFaults
 
 PART_KINDS = ("sample", "unk")
 
@@ -27,6 +28,10 @@ class WriteShardFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
         self._group_records = Metrics.distribution("mintdim", "shard_group_records")
+        self._faults = BundleFaults("write")
+
+    def start_bundle(self):
+        self._faults.start_bundle()
 
     def process(self, element):
         (ds, unit, shard), pieces = element
@@ -36,6 +41,8 @@ class WriteShardFn(beam.DoFn):
         self._group_records.update(len(records))
         data = records.tobytes()
         out = plan.dataset.output_path
+        self._faults.check((ds, unit, shard), before_raise=lambda: storage.write_partial_temp(
+            data[: len(data) // 2], out))
         storage.write_atomic(storage.join(out, fmt.shard_name(unit, shard)), data, out)
         for line in fmt.shard_progress_lines(shard, len(records), len(data), unit):
             print(line, file=sys.stderr, flush=True)

@@ -1,0 +1,107 @@
+"""Scale-out: the same bytes on every runner, range size and retry; no group wider than
+one shard; no temporary files left."""
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mintdim_beam.runner import group_size_stats, launch
+
+from conftest import (BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, read_tree, sentence,
+                      write_jsonl)
+
+SPS = 40
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, tokenizers_dir) -> Path:
+    """~0.9 MB in two files of one dataset: hundreds of 4 KiB ranges, CRLF, blanks,
+    duplicates, UNKs and samples past the largest unit."""
+    root = tmp_path_factory.mktemp("scale")
+    rng = random.Random(11)
+    for name, n, newline in (("a.jsonl", 4200, "\n"), ("b.jsonl", 2200, "\r\n")):
+        rows = []
+        for i in range(n):
+            q = sentence(rng, 0, 10)
+            a = sentence(rng, 1, 40 if i % 50 else 120) + (" 😀 字" if i % 23 == 0 else "")
+            rows.append({"q": q, "a": a} if i % 31 else {"q": "hello", "a": "world"})
+            if i % 97 == 0:
+                rows.append(" \t")
+        write_jsonl(root / "data" / name, rows, newline=newline)
+    (root / "tok").mkdir()
+    shutil.copy(tokenizers_dir / "sp.model", root / "tok/sp.model")
+    return root
+
+
+def _config(out: Path) -> dict:
+    return {"source": {"files": ["data/a.jsonl", "data/b.jsonl"], "fields": [["q", "a"]],
+                       "templates": ["Q: {q}\\nA: {a}"]},
+            "tokenizer": {"type": "sentencepiece", "files": ["tok/sp.model"]},
+            "units": {"sizes": [[16, 32, 64]], "build_batch": [64]},
+            "output": {"dir": str(out), "samples_per_shard": [SPS]}}
+
+
+def _build(corpus: Path, name: str, options, monkeypatch):
+    out = corpus / "out" / name
+    monkeypatch.chdir(corpus)
+    outputs, result = launch(_config(out), "continue", "extend", list(options))
+    assert outputs[0]["total_samples"] == 6400
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def reference(corpus):
+    mp = pytest.MonkeyPatch()
+    try:
+        out, result = _build(corpus, "reference", IN_MEMORY, mp)
+    finally:
+        mp.undo()
+    return read_tree(out), result
+
+
+def _assert_clean_and_equal(out: Path, reference_tree):
+    assert not list(out.rglob("*.tmp")) and not (out / "_mintdim_tmp").exists()
+    assert read_tree(out) == reference_tree
+
+
+def test_reference_build_spreads_units_over_many_shards(reference):
+    tree, result = reference
+    shards = [k for k in tree if k.endswith(".bin")]
+    assert len(shards) > 100
+    manifest = json.loads(tree["manifest.json"])
+    assert len(manifest["units"]["sizes"]) > 3  # extend added sizes
+    stats = group_size_stats(result)
+    assert stats["sum"] == 6400 and stats["count"] == len(shards)
+    assert stats["max"] == SPS  # the widest group is one shard's records
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,options", [
+    ("in_memory_4KiB", IN_MEMORY + ["--input_range_bytes=4096"]),
+    ("multi_4KiB", MULTI_PROCESS + ["--input_range_bytes=4096"]),
+    ("multi_64KiB", MULTI_PROCESS + ["--input_range_bytes=65536"]),
+])
+def test_same_bytes_across_runners_and_range_sizes(corpus, reference, monkeypatch, name, options):
+    out, result = _build(corpus, name, options, monkeypatch)
+    _assert_clean_and_equal(out, reference[0])
+    assert group_size_stats(result)["max"] <= SPS
+
+
+@pytest.mark.slow
+def test_portable_runner_with_external_worker_pool(corpus, reference, monkeypatch, portable_flags):
+    out, _ = _build(corpus, "portable_4KiB", portable_flags + ["--input_range_bytes=4096"], monkeypatch)
+    _assert_clean_and_equal(out, reference[0])
+
+
+@pytest.mark.slow
+def test_retried_bundles_after_injected_faults_give_the_same_bytes(corpus, reference, monkeypatch, tmp_path):
+    markers = tmp_path / "faults"
+    markers.mkdir()
+    monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize,write@{markers}")
+    out, _ = _build(corpus, "faults", BUNDLE_RETRYING + ["--input_range_bytes=65536"], monkeypatch)
+    failed_stages = {p.name.split("-")[0] for p in markers.iterdir()}
+    assert failed_stages == {"tokenize", "write"}  # bundles of both stages failed once
+    _assert_clean_and_equal(out, reference[0])
