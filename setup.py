@@ -8,7 +8,7 @@ setup(
     packages=find_packages(include=["mintdim_beam", "mintdim_beam.*", "pipelines", "pipelines.*"]),
     install_requires=[
         "apache-beam>=2.60",
-        "sentencepiece>=0.2.0",
+        "sentencepiece==0.2.1",  # the version mintdim 0.2.1 runs with: same ids on ties
         "tokenizers>=0.15",
         "numpy",
         "fsspec",

@@ -170,3 +170,11 @@ def test_dtype_selection():
         select_dtype(5_000_000_000)
     assert "Tokenizer vocab_size: 5,000,000,000" in info.value.english
     assert "5.000.000.000" in info.value.vietnamese
+
+
+def test_sentencepiece_is_the_version_mintdim_021_runs_with():
+    # 0.2.2+ break ties differently ("999" -> "9"+"99" instead of "99"+"9"), which
+    # changes shard bytes; mintdim 0.2.1 itself only runs on sentencepiece 0.2.1.
+    import sentencepiece
+
+    assert sentencepiece.__version__ == "0.2.1"

@@ -1,0 +1,78 @@
+"""The three things the benchmark times, each run in its own process:
+
+  bound      json parse + encoding every template segment, batched, one process
+  ours       mintdim-beam's default local build (or the Beam flags given)
+  reference  mintdim 0.2.1's sequential build (run with a Python that has it)
+
+usage: python targets.py {bound|ours|reference} CORPUS KIND TOKENIZER [OUT] [flags...]
+"""
+import json
+import sys
+import time
+
+TEMPLATE = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n{output}"
+FIELDS = ["instruction", "input", "output"]
+SIZES = [64, 128, 256, 512, 1024]
+BATCH = 4096
+
+
+def bound(corpus, kind, tokenizer):
+    literals = ["### Instruction:\n", "\n\n### Input:\n", "\n\n### Response:\n"]
+    if kind == "sentencepiece":
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=tokenizer)
+        encode = lambda texts: sp.encode(texts, out_type=int)  # noqa: E731
+    else:
+        from tokenizers import Tokenizer
+
+        tk = Tokenizer.from_file(tokenizer)
+        tk.no_padding()
+        tk.no_truncation()
+        encode = lambda texts: [e.ids for e in tk.encode_batch(texts, add_special_tokens=False)]  # noqa: E731
+    tokens = 0
+    batch = []
+    with open(corpus, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            for literal, field in zip(literals, FIELDS):
+                batch.append(literal)
+                batch.append(str(row[field]))
+            if len(batch) >= BATCH * 6:
+                tokens += sum(map(len, encode(batch)))
+                batch = []
+    if batch:
+        tokens += sum(map(len, encode(batch)))
+    return {"tokens": tokens}
+
+
+def _job(pipeline, corpus, kind, tokenizer, out):
+    job = pipeline("unit-build").source.jsonl(files=[corpus], fields=[FIELDS], templates=[TEMPLATE])
+    job = getattr(job.tokenizer, kind)(files=[tokenizer])
+    return job.units(sizes=[SIZES], build_batch=[BATCH]).output.dir(out, samples_per_shard=[20000])
+
+
+def ours(corpus, kind, tokenizer, out, *flags):
+    from mintdim_beam import pipeline
+
+    result = _job(pipeline, corpus, kind, tokenizer, out).run(
+        on_template_unk="continue", on_overflow="truncate", pipeline_options=list(flags) or None)
+    return result["outputs"][0]
+
+
+def reference(corpus, kind, tokenizer, out):
+    from mintdim import pipeline
+
+    result = _job(pipeline, corpus, kind, tokenizer, out).run(
+        on_template_unk="continue", on_overflow="truncate")
+    return result["outputs"][0]
+
+
+if __name__ == "__main__":
+    target, *args = sys.argv[1:]
+    start = time.perf_counter()
+    result = {"bound": bound, "ours": ours, "reference": reference}[target](*args)
+    result["inner_seconds"] = time.perf_counter() - start
+    print(json.dumps(result))
