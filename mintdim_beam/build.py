@@ -26,9 +26,12 @@ from .transforms.write import WriteIndexParts, WriteShards
 
 def _read_and_tokenize(p, plans: dict, ranges):
     """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts."""
+    from .options import is_single_process
+
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     batch_sizes = {ds: plan.dataset.build_batch for ds, plan in plans.items()}
-    read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes)
+    spread = not is_single_process(p.options)
+    read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes, spread_batches=spread)
     numbering = (read[COUNTS]
                  | "AllRangeCounts" >> beam.combiners.ToDict()
                  | "NumberLines" >> beam.Map(lambda counts: number_ranges(

@@ -3,6 +3,7 @@ files, shared by the pipeline, tests and any reader.
 """
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -56,17 +57,33 @@ def build_records(tokens: np.ndarray, lengths: np.ndarray, unit: int, magic: int
     return records
 
 
-def sample_row(sample_id, digest, token_count, unit, source_file, source_line, shard, empty):
-    return jsonl_row({"sample_id": sample_id, "hash": digest, "token_count": token_count,
-                      "unit_size": unit, "source_file": source_file,
-                      "source_line": source_line, "shard_path": shard, "empty_fields": empty})
+def json_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
-def unk_row(sample_id, digest, source_file, source_line, positions, fields, chars):
-    return jsonl_row({"sample_id": sample_id, "hash": digest, "source_file": source_file,
-                      "source_line": source_line, "unk_count": len(positions),
-                      "unk_positions": positions, "unk_field_indices": fields,
-                      "unk_chars": chars})
+def _json_list(values) -> str:
+    return json.dumps(values, ensure_ascii=False) if values else "[]"
+
+
+@functools.lru_cache(maxsize=256)
+def _json_names(names: tuple) -> str:
+    return json.dumps(list(names), ensure_ascii=False)
+
+
+# The hot rows are formatted directly; tests check they equal json.dumps of the dict.
+def sample_row(sample_id, digest, token_count, unit, source_file_json, source_line, shard, empty):
+    """`source_file_json` is `json_string(source_file)`, computed once per file."""
+    return (f'{{"sample_id": {sample_id}, "hash": "{digest}", "token_count": {token_count}, '
+            f'"unit_size": {unit}, "source_file": {source_file_json}, '
+            f'"source_line": {source_line}, "shard_path": "{shard}", '
+            f'"empty_fields": {_json_names(tuple(empty)) if empty else "[]"}}}\n')
+
+
+def unk_row(sample_id, digest, source_file_json, source_line, positions, fields, chars):
+    return (f'{{"sample_id": {sample_id}, "hash": "{digest}", "source_file": {source_file_json}, '
+            f'"source_line": {source_line}, "unk_count": {len(positions)}, '
+            f'"unk_positions": {_json_list(positions)}, "unk_field_indices": {_json_list(fields)}, '
+            f'"unk_chars": {_json_list(chars)}}}\n')
 
 
 def duplicate_row(digest, members) -> str:

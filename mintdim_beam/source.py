@@ -100,12 +100,24 @@ def read_range_lines(handle, start: int, end: int) -> list[bytes]:
     return data.splitlines()
 
 
-def number_ranges(datasets, counts: dict) -> dict:
+class Numbering(dict):
+    """(dataset, file, range) -> (line offset, sample offset); `totals[dataset]` holds the
+    dataset's sample count."""
+
+    def __init__(self, offsets: dict, totals: dict):
+        super().__init__(offsets)
+        self.totals = totals
+
+    def __reduce__(self):
+        return (Numbering, (dict(self), self.totals))
+
+
+def number_ranges(datasets, counts: dict) -> Numbering:
     """Per-range (line offset, sample offset) from per-range (lines, samples) counts.
 
     Line numbers restart in every file; sample ids run across the files of a dataset.
     """
-    offsets = {}
+    offsets, totals = {}, {}
     ranges_by_file: dict[tuple[int, int], list[int]] = {}
     for (ds, file_pos, range_no) in counts:
         ranges_by_file.setdefault((ds, file_pos), []).append(range_no)
@@ -119,4 +131,5 @@ def number_ranges(datasets, counts: dict) -> dict:
                 lines, samples = counts[key]
                 line_offset += lines
                 sample_offset += samples
-    return offsets
+        totals[dataset.index] = sample_offset
+    return Numbering(offsets, totals)

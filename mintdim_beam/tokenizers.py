@@ -31,13 +31,13 @@ class SentencePieceTokenizer:
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return self._sp.encode(texts, out_type=int)
 
-    def surfaces(self, text: str) -> list[str]:
-        """Source substring of each token: the piece surface SentencePiece reports."""
-        try:  # sentencepiece >= 0.2.3 dropped immutable_proto for return_type="proto"
-            pieces = self._sp.encode(text, return_type="proto").pieces
-        except TypeError:
+    def surfaces(self, text: str, positions: list[int]) -> list[str]:
+        """Source substring of the tokens at `positions`: SentencePiece's piece surface."""
+        try:
             pieces = self._sp.encode(text, out_type="immutable_proto").pieces
-        return [piece.surface for piece in pieces]
+        except ValueError:  # sentencepiece >= 0.2.2 only offers return_type="proto"
+            pieces = self._sp.encode(text, return_type="proto").pieces
+        return [pieces[i].surface if i < len(pieces) else "" for i in positions]
 
 
 class HuggingFaceTokenizer:
@@ -60,9 +60,10 @@ class HuggingFaceTokenizer:
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return [enc.ids for enc in self._tk.encode_batch(texts, add_special_tokens=False)]
 
-    def surfaces(self, text: str) -> list[str]:
-        encoding = self._tk.encode(text, add_special_tokens=False)
-        return [text[start:end] for start, end in encoding.offsets]
+    def surfaces(self, text: str, positions: list[int]) -> list[str]:
+        """Source substring of the tokens at `positions`, from the tokenizer's offsets."""
+        offsets = self._tk.encode(text, add_special_tokens=False).offsets
+        return [text[offsets[i][0]:offsets[i][1]] if i < len(offsets) else "" for i in positions]
 
 
 def _require_id(value: int, name: str, path: str, problem: str) -> int:

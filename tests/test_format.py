@@ -20,3 +20,26 @@ def test_progress_line_and_large_shard_warning():
     lines = fmt.shard_progress_lines(12, 100000, int(684.3 * 1024 * 1024), 512)
     assert lines[1] == ("[unit-build:warning] shard=000012 size=684.3 MiB exceeds recommended 512 MiB.\n"
                         "Build continues because sharding is controlled by samples_per_shard.")
+
+
+def test_fast_rows_equal_json_dumps_of_the_documented_dicts():
+    import json
+    import random
+
+    rng = random.Random(5)
+    names = ['data/a.jsonl', 'dữ liệu/"quoted"\\\\back.jsonl', "tab\there\n.jsonl", "😀/漢字.jsonl"]
+    for _ in range(200):
+        source = rng.choice(names)
+        empty = rng.choice([[], ["input"], ["a", "ä\"b"]])
+        row = {"sample_id": rng.randint(0, 10**9), "hash": "ab" * 32, "token_count": rng.randint(0, 4096),
+               "unit_size": 512, "source_file": source, "source_line": rng.randint(1, 10**7),
+               "shard_path": "unit_512/shard_000003.bin", "empty_fields": empty}
+        assert fmt.sample_row(row["sample_id"], row["hash"], row["token_count"], row["unit_size"],
+                              fmt.json_string(source), row["source_line"], row["shard_path"],
+                              empty) == json.dumps(row, ensure_ascii=False) + "\n"
+        chars = rng.choice([["😀"], ["\\\\", "\""], ["\u2028", "x\ny"]])
+        unk = {"sample_id": 7, "hash": "cd" * 32, "source_file": source, "source_line": 9,
+               "unk_count": len(chars), "unk_positions": list(range(len(chars))),
+               "unk_field_indices": [1] * len(chars), "unk_chars": chars}
+        assert fmt.unk_row(7, unk["hash"], fmt.json_string(source), 9, unk["unk_positions"],
+                           unk["unk_field_indices"], chars) == json.dumps(unk, ensure_ascii=False) + "\n"

@@ -95,7 +95,7 @@ class AssignFn(beam.DoFn):
         ds, file_pos, range_no, _ = chunk_key
         plan = self._plans[ds]
         dataset = plan.dataset
-        source_file = dataset.files[file_pos].given
+        file_json = fmt.json_string(dataset.files[file_pos].given)
         line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
         lengths, tokens = batch["lengths"].copy(), batch["tokens"]  # inputs are shared: copy
         totals = lengths.sum(axis=1)
@@ -112,64 +112,70 @@ class AssignFn(beam.DoFn):
                 keep[j] = outcome.unit
                 lengths[j] = truncated_lengths(lengths[j], outcome.unit)
 
+        # Rank within the unit = earlier batches' count (prefix sum) + order in this batch.
+        written = np.nonzero(units > 0)[0]
         chunk_offsets = offsets.get(chunk_key, {})
-        seen = Counter()
         ranks = np.zeros(len(units), dtype=np.int64)
-        for j, unit in enumerate(units.tolist()):
-            if unit:
-                ranks[j] = chunk_offsets.get(unit, 0) + seen[unit]
-                seen[unit] += 1
-        sps = dataset.samples_per_shard
-        shards = ranks // sps
+        members_by_unit = {}
+        for unit in np.unique(units[written]).tolist():
+            members = np.nonzero(units == unit)[0]
+            members_by_unit[unit] = members
+            ranks[members] = chunk_offsets.get(unit, 0) + np.arange(len(members))
+        shards = ranks // dataset.samples_per_shard
 
-        sample_rows, unk_rows = [], []
-        stats = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
-                 "unk_tokens": 0, "unit_distribution": Counter()}
-        for j, unit in enumerate(units.tolist()):
-            if not unit:
+        idx = written.tolist()
+        sample_ids = (sample_offset + batch["samples"]).tolist()
+        lines = (line_offset + 1 + batch["lines"]).tolist()
+        unit_l, keep_l, shard_l = units.tolist(), keep.tolist(), shards.tolist()
+        digests, empty, unks = batch["digests"], batch["empty"], batch["unks"]
+        sample_rows = [fmt.sample_row(sample_ids[j], digests[j], keep_l[j], unit_l[j], file_json,
+                                      lines[j], fmt.shard_name(unit_l[j], shard_l[j]), empty[j])
+                       for j in idx]
+        unk_rows, unk_samples, unk_tokens = [], 0, 0
+        for j in sorted(unks):
+            if not unit_l[j]:
                 continue
-            sample_id = sample_offset + int(batch["samples"][j])
-            line = line_offset + int(batch["lines"][j]) + 1
-            digest = batch["digests"][j]
-            token_count = int(keep[j])
-            sample_rows.append(fmt.sample_row(sample_id, digest, token_count, unit, source_file,
-                                              line, fmt.shard_name(unit, int(shards[j])),
-                                              batch["empty"][j]))
-            unk = batch["unks"].get(j)
-            if unk is not None:
-                positions, fields, chars = unk
-                kept = [k for k, p in enumerate(positions) if p < token_count]
-                if kept:
-                    unk_rows.append(fmt.unk_row(sample_id, digest, source_file, line,
-                                                [positions[k] for k in kept],
-                                                [fields[k] for k in kept],
-                                                [chars[k] for k in kept]))
-                    stats["samples_with_unk"] += 1
-                    stats["unk_tokens"] += len(kept)
-            stats["total_samples"] += 1
-            stats["total_tokens"] += token_count
-            stats["unit_distribution"][unit] += 1
-            yield beam.pvalue.TaggedOutput(HASHES, ((ds, digest), (sample_id, file_pos, line)))
+            positions, fields, chars = unks[j]
+            kept = [k for k, p in enumerate(positions) if p < keep_l[j]]  # after truncation
+            if kept:
+                unk_rows.append(fmt.unk_row(sample_ids[j], digests[j], file_json, lines[j],
+                                            [positions[k] for k in kept], [fields[k] for k in kept],
+                                            [chars[k] for k in kept]))
+                unk_samples += 1
+                unk_tokens += len(kept)
+        # Hash entries travel in buckets sized like a shard, not one element per sample.
+        buckets = -(-numbering.totals[ds] // dataset.samples_per_shard)
+        by_bucket = {}
+        for j in idx:
+            digest = digests[j]
+            by_bucket.setdefault(int(digest[:12], 16) % buckets, []).append(
+                (digest, sample_ids[j], file_pos, lines[j]))
+        for bucket, entries in by_bucket.items():
+            yield beam.pvalue.TaggedOutput(HASHES, ((ds, bucket), entries))
 
         # Records, grouped by (unit, shard); a batch's samples of one shard are contiguous.
-        written = units > 0
-        for unit in sorted(set(units[written].tolist())):
-            members = np.nonzero(units == unit)[0]
-            payload = np.concatenate([tokens[starts[j]:starts[j] + keep[j]] for j in members.tolist()])
+        token_owner = np.repeat(np.arange(len(units)), totals)
+        kept_token = (np.arange(len(tokens)) - starts[token_owner]) < keep[token_owner]
+        owner_unit = units[token_owner]
+        for unit, members in members_by_unit.items():
+            payload = tokens[kept_token & (owner_unit == unit)]
             records = fmt.build_records(payload, lengths[members], unit, plan.magic,
                                         plan.pad_id, plan.token_dtype)
-            member_shards = shards[members]
-            for shard in np.unique(member_shards).tolist():
-                rows = member_shards == shard
-                yield (ds, unit, shard), (int(ranks[members][rows][0]), records[rows])
+            member_shards, member_ranks = shards[members], ranks[members]
+            bounds = np.flatnonzero(np.diff(member_shards)) + 1
+            for part in np.split(np.arange(len(members)), bounds):
+                yield (ds, unit, int(member_shards[part[0]])), (int(member_ranks[part[0]]), records[part])
 
         if sample_rows:
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))
         if unk_rows:
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("unk", chunk_key, "".join(unk_rows)))
-        if stats["total_samples"]:
-            stats["unit_distribution"] = dict(stats["unit_distribution"])
-            yield beam.pvalue.TaggedOutput(STATS, (ds, stats))
+        if idx:
+            counts = np.unique(units[written], return_counts=True)
+            yield beam.pvalue.TaggedOutput(STATS, (ds, {
+                "total_samples": len(idx), "total_tokens": int(keep[written].sum()),
+                "samples_with_unk": unk_samples, "unk_tokens": unk_tokens,
+                "unit_distribution": dict(zip(counts[0].tolist(), counts[1].tolist()))}))
 
 
 class DecideOverflows(beam.PTransform):

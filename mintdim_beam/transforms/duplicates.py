@@ -1,4 +1,5 @@
-"""Duplicate groups from a distributed group-by on the content hash.
+"""Duplicate groups from a distributed group-by on the content hash: entries arrive in
+hash buckets (about one shard's worth of samples each), grouped by hash within a bucket.
 
 Groups are written as ordered parts: part p holds the groups whose first sample_id
 falls in [p*W, (p+1)*W), so joining parts in order gives groups by first sample_id.
@@ -11,15 +12,20 @@ from .. import format as fmt
 from .. import storage
 
 
-def _group_row(element, plans):
-    (ds, digest), members = element
-    members = sorted(members)  # GroupByKey hands out an iterable in no set order
-    if len(members) < 2:
-        return
+def _group_rows(element, plans):
+    (ds, _), batches = element
+    by_hash: dict = {}
+    for entries in batches:  # GroupByKey hands out an iterable in no set order
+        for digest, sid, file_pos, line in entries:
+            by_hash.setdefault(digest, []).append((sid, file_pos, line))
     files = plans[ds].dataset.files
-    row = fmt.duplicate_row(digest, [(sid, files[fp].given, line) for sid, fp, line in members])
     width = plans[ds].dataset.samples_per_shard
-    yield (ds, members[0][0] // width), (members[0][0], len(members), row)
+    for digest, members in by_hash.items():
+        if len(members) < 2:
+            continue
+        members.sort()
+        row = fmt.duplicate_row(digest, [(sid, files[fp].given, line) for sid, fp, line in members])
+        yield (ds, members[0][0] // width), (members[0][0], len(members), row)
 
 
 class WriteDuplicatePartFn(beam.DoFn):
@@ -36,7 +42,7 @@ class WriteDuplicatePartFn(beam.DoFn):
 
 
 class DuplicateIndex(beam.PTransform):
-    """((dataset, hash), member) -> duplicate parts: (dataset, part, path, groups, samples)."""
+    """((dataset, bucket), [hash entries]) -> duplicate parts: (dataset, part, path, groups, samples)."""
 
     def __init__(self, plans: dict):
         super().__init__()
@@ -45,7 +51,7 @@ class DuplicateIndex(beam.PTransform):
     def expand(self, hashes):
         plans = self._plans
         return (hashes
-                | "GroupByHash" >> beam.GroupByKey()
-                | "DuplicateRows" >> beam.FlatMap(_group_row, plans)
+                | "GroupByHashBucket" >> beam.GroupByKey()
+                | "DuplicateRows" >> beam.FlatMap(_group_rows, plans)
                 | "GroupByPart" >> beam.GroupByKey()
                 | "WriteDuplicatePart" >> beam.ParDo(WriteDuplicatePartFn(plans)))

@@ -42,15 +42,16 @@ class ReadRangeFn(beam.DoFn):
 
 
 class ReadJSONL(beam.PTransform):
-    """Plan-free read: takes the planned ranges, spreads them over workers, reads them.
+    """Takes the planned ranges, spreads them over workers, reads them.
 
     Outputs `batches` ((dataset, file, range, batch), entries) and `range_counts`.
     """
 
-    def __init__(self, ranges, batch_sizes: dict):
+    def __init__(self, ranges, batch_sizes: dict, spread_batches: bool = True):
         super().__init__()
         self._ranges = ranges
         self._batch_sizes = batch_sizes
+        self._spread_batches = spread_batches
 
     def expand(self, pbegin):
         read = (pbegin
@@ -58,5 +59,9 @@ class ReadJSONL(beam.PTransform):
                 | "SpreadRanges" >> beam.Reshuffle()
                 | "ReadRanges" >> beam.ParDo(ReadRangeFn(self._batch_sizes)).with_outputs(
                     COUNTS, main="batches"))
-        batches = read.batches | "SpreadBatches" >> beam.Reshuffle()
+        batches = read.batches
+        if self._spread_batches:
+            # Few ranges would keep most workers idle: deal the batches out too. A single
+            # in-process worker gains nothing from it and skips the copy.
+            batches = batches | "SpreadBatches" >> beam.Reshuffle()
         return {"batches": batches, COUNTS: read[COUNTS]}

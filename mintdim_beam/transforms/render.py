@@ -29,54 +29,66 @@ def _schema_error(chunk_key, local_line, kwargs):
                         "file_line")
 
 
+class _Layout:
+    """Per-dataset constants for rendering: which declared field fills which segment."""
+
+    def __init__(self, plan):
+        self.declared = list(plan.dataset.fields)
+        segments = plan.template.segments
+        self.slot_names = [s.name for s in segments if s.kind == "field"]
+        self.slot_values = [self.declared.index(name) for name in self.slot_names]
+        self.parts = [s.content if s.kind == "literal" else "" for s in segments]
+        self.slot_parts = [i for i, s in enumerate(segments) if s.kind == "field"]
+
+
 class RenderFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
 
+    def setup(self):
+        self._layouts = {ds: _Layout(plan) for ds, plan in self._plans.items()}
+
     def process(self, element):
         chunk_key, entries = element
-        plan = self._plans[chunk_key[0]]
-        declared = list(plan.dataset.fields)
-        segments = plan.template.segments
-        field_slots = [s.name for s in segments if s.kind == "field"]
-        literal_text = "".join  # joined per sample below
+        layout = self._layouts[chunk_key[0]]
+        declared, slot_values, slot_names = layout.declared, layout.slot_values, layout.slot_names
+        parts, slot_parts = list(layout.parts), layout.slot_parts
+        loads, sha256 = json.loads, hashlib.sha256
         samples, lines, texts, digests, empty = [], [], [], [], []
         for sample, local_line, text, bad_utf8 in entries:
             if bad_utf8 is not None:
                 yield beam.pvalue.TaggedOutput(ERRORS, _parse_error(chunk_key, local_line, bad_utf8))
                 continue
             try:
-                row = json.loads(text)
+                row = loads(text)
             except json.JSONDecodeError as exc:
                 yield beam.pvalue.TaggedOutput(
                     ERRORS, _parse_error(chunk_key, local_line, f"invalid JSON syntax: {exc.msg}"))
                 continue
-            if not isinstance(row, dict):
+            if type(row) is not dict:
                 yield beam.pvalue.TaggedOutput(
                     ERRORS, _parse_error(chunk_key, local_line, "JSONL row is not a JSON object"))
                 continue
-            missing = [name for name in declared if name not in row]
-            if missing:
+            try:
+                values = [row[name] for name in declared]
+            except KeyError:
                 yield beam.pvalue.TaggedOutput(ERRORS, _schema_error(chunk_key, local_line, {
-                    "declared_fields": declared, "missing_fields": missing,
+                    "declared_fields": declared,
+                    "missing_fields": [name for name in declared if name not in row],
                     "available_keys": [str(k) for k in row]}))
                 continue
-            values = {}
-            refused = None
-            for name in declared:
-                value = render_value(row[name])
-                if value is None:
-                    refused = name
-                    break
-                values[name] = value
-            if refused is not None:
-                yield beam.pvalue.TaggedOutput(ERRORS, _schema_error(chunk_key, local_line, {
-                    "declared_fields": declared, "invalid_field": refused,
-                    "invalid_type": json_type_name(row[refused])}))
-                continue
-            rendered = [values[name] for name in field_slots]
-            whole = literal_text(s.content if s.kind == "literal" else values[s.name]
-                                 for s in segments)
+            if not all(type(v) is str for v in values):
+                values = [render_value(v) for v in values]
+                if None in values:
+                    name = declared[values.index(None)]
+                    yield beam.pvalue.TaggedOutput(ERRORS, _schema_error(chunk_key, local_line, {
+                        "declared_fields": declared, "invalid_field": name,
+                        "invalid_type": json_type_name(row[name])}))
+                    continue
+            rendered = [values[i] for i in slot_values]
+            for k, value in zip(slot_parts, rendered):
+                parts[k] = value
+            whole = "".join(parts)
             try:
                 encoded = whole.encode("utf-8")
             except UnicodeEncodeError as exc:  # a "\ud800"-style escape: not Unicode text
@@ -87,8 +99,8 @@ class RenderFn(beam.DoFn):
             samples.append(sample)
             lines.append(local_line)
             texts.append(rendered)
-            digests.append(hashlib.sha256(encoded).hexdigest())
-            empty.append([name for name, value in zip(field_slots, rendered) if value == ""])
+            digests.append(sha256(encoded).hexdigest())
+            empty.append([n for n, v in zip(slot_names, rendered) if not v] if "" in rendered else [])
         if samples:
             yield chunk_key, {"samples": np.asarray(samples, dtype=np.int64),
                               "lines": np.asarray(lines, dtype=np.int64),
