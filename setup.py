@@ -14,8 +14,11 @@ setup(
         "fsspec",
     ],
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout"],
+        # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.
+        "test": ["pytest>=7", "pytest-timeout", "gcsfs", "s3fs", "moto[server]",
+                 "gcp-storage-emulator"],
         "gcp": ["gcsfs"],
+        "aws": ["s3fs"],
     },
     entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:main"]},
 )

@@ -26,7 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="run a unit-build from a CONFIG file",
                            epilog=CONFIG_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    build.add_argument("config", help="path or URL of the YAML/JSON config")
+    build.add_argument("config", nargs="?", help="path or URL of the YAML/JSON config")
+    build.add_argument("--config", dest="config_flag", metavar="CONFIG",
+                       help="the same, as a flag (what a Flex Template passes)")
     build.add_argument("--on_overflow", "--on-overflow", dest="on_overflow", default=None,
                        help="overrides the config's on_overflow")
     build.add_argument("--on_template_unk", "--on-template-unk", dest="on_template_unk",
@@ -34,12 +36,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def accepted_options() -> set[str]:
+    """Every --option the build entry point understands itself (Beam's own flags aside)."""
+    from .options import MintDimOptions
+
+    build = _parser()._subparsers._group_actions[0].choices["build"]
+    names = {opt for action in build._actions for opt in action.option_strings}
+    probe = __import__("argparse").ArgumentParser()
+    MintDimOptions._add_argparse_args(probe)
+    names |= {opt for action in probe._actions for opt in action.option_strings}
+    return {n.lstrip("-") for n in names if n.startswith("--")}
+
+
 def build_command(args, beam_flags: list[str]) -> int:
     from .config_file import load_config
+    from .errors import PipelineValidationError
     from .runner import run_build
 
     try:
-        doc = load_config(args.config)
+        config = args.config_flag or args.config
+        if not config:
+            raise PipelineValidationError(missing=["CONFIG (a path or URL, positional or --config)"])
+        doc = load_config(config)
         raw = {k: doc.get(k) for k in ("source", "tokenizer", "units", "output")}
         result = run_build(
             raw,

@@ -14,6 +14,9 @@ class MintDimOptions(PipelineOptions):
     def _add_argparse_args(cls, parser):
         parser.add_argument("--input_range_bytes", type=int, default=DEFAULT_RANGE_BYTES,
                             help="size of the byte ranges input files are read in (default 64 MiB)")
+        parser.add_argument("--no_wait", action="store_true", default=False,
+                            help="submit the job and return without waiting (templated launches); "
+                                 "the pipeline still finalizes the output itself")
 
 
 def default_flags() -> list[str]:
@@ -59,3 +62,8 @@ def is_local(options: PipelineOptions) -> bool:
 
 def range_bytes(options: PipelineOptions) -> int:
     return options.view_as(MintDimOptions).input_range_bytes
+
+
+def waits(options: PipelineOptions) -> bool:
+    """False for a templated launch: the launcher must not wait for the job."""
+    return not options.view_as(MintDimOptions).no_wait

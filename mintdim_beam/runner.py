@@ -18,7 +18,7 @@ from .config import resolve_datasets
 from .errors import (MintDimError, OutputValidationError, PipelineValidationError,
                      TemplateTokenizerError, UnitOverflowError, error_from_payload)
 from .failures import recover
-from .options import is_local, make_options, range_bytes, runner_name
+from .options import is_local, make_options, range_bytes, runner_name, waits
 from .plan import prepare
 from .prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
 from .source import plan_ranges
@@ -106,7 +106,8 @@ def _output_summary(plan) -> dict:
 
 def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
               pipeline_options=None) -> dict:
-    """Build and wait; returns {"outputs": [...]} as documented for `run()`."""
+    """Build and wait; returns {"outputs": [...]} as documented for `run()`. With
+    `--no_wait` the outputs only name their directories and carry "state": "submitted"."""
     outputs, _ = launch(raw, on_template_unk, on_overflow, pipeline_options)
     return {"outputs": outputs}
 
@@ -152,6 +153,10 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
         p = beam.Pipeline(options=options)
         expand_unit_build(p, plans, ranges, choosers)
         pipeline_result = p.run()
+        if not waits(options):
+            log(f"submitted ({runner_name(options)}); the job finalizes its outputs itself")
+            return [{"output_dir": plan.dataset.output_given, "state": "submitted"}
+                    for plan in plans.values()], pipeline_result
         pipeline_result.wait_until_finish()
     except BaseException as exc:
         error = recover(exc)

@@ -39,12 +39,20 @@ def join(base: str, *parts: str) -> str:
     return os.path.join(base, *parts)
 
 
+def _fresh(path: str):
+    """The filesystem with its listing cache dropped for `path`: another process (or an
+    earlier build) may have changed the bucket since this process last looked."""
+    fs = filesystem(path)
+    fs.invalidate_cache(path)
+    return fs
+
+
 def exists(path: str) -> bool:
-    return filesystem(path).exists(path)
+    return _fresh(path).exists(path)
 
 
 def is_file(path: str) -> bool:
-    return filesystem(path).isfile(path)
+    return _fresh(path).isfile(path)
 
 
 def size(path: str) -> int:
@@ -61,12 +69,26 @@ def open_read(path: str):
 
 
 def is_new_or_empty_dir(path: str) -> bool:
-    fs = filesystem(path)
+    fs = _fresh(path)
     if not fs.exists(path):
         return True
     if not fs.isdir(path):
         return False
-    return not fs.ls(path, detail=False)
+    try:
+        return not fs.ls(path, detail=False)
+    except FileNotFoundError:  # an object store "directory" that holds nothing
+        return True
+
+
+def rename(fs, source: str, target: str) -> None:
+    """Local: an atomic os.rename. Object stores have no rename; a copy is atomic per
+    object (it appears whole or not at all), then the temporary object is deleted."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if "file" in protocols or "memory" in protocols:
+        fs.mv(source, target)
+    else:
+        fs.copy(source, target)
+        fs.rm(source)
 
 
 def makedirs(path: str) -> None:
@@ -91,7 +113,7 @@ def write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None = 
     temp = join(scratch, f"{uuid.uuid4().hex}.tmp")
     with fs.open(temp, "wb") as handle:
         handle.write(data)
-    fs.mv(temp, path)
+    rename(fs, temp, path)
 
 
 def write_partial_temp(data: bytes, output_dir: str) -> str:
@@ -123,17 +145,17 @@ def concat_atomic(target: str, parts: list[str], output_dir: str, block: int = 8
                     if not chunk:
                         break
                     out.write(chunk)
-    fs.mv(temp, target)
+    rename(fs, temp, target)
 
 
 def remove_tree(path: str) -> None:
-    fs = filesystem(path)
+    fs = _fresh(path)
     if fs.exists(path):
         fs.rm(path, recursive=True)
 
 
 def list_dir(path: str) -> list[str]:
-    fs = filesystem(path)
+    fs = _fresh(path)
     if not fs.exists(path):
         return []
     return sorted(fs.ls(path, detail=False))

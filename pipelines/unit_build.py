@@ -1,5 +1,7 @@
 """`python -m pipelines.unit_build [--config] CONFIG [beam flags]`: the same entry as
-`mintdim-beam build`."""
+`mintdim-beam build`, and what the Dataflow Flex Template runs. In the template launcher
+(FLEX_TEMPLATE_PYTHON_PY_FILE is set there) it submits the job without waiting."""
+import os
 import sys
 
 from mintdim_beam.cli import main
@@ -7,10 +9,8 @@ from mintdim_beam.cli import main
 
 def run(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--config"]:
-        args = args[1:]
-    elif args and args[0].startswith("--config="):
-        args = [args[0].split("=", 1)[1]] + args[1:]
+    if os.environ.get("FLEX_TEMPLATE_PYTHON_PY_FILE") and "--no_wait" not in args:
+        args.append("--no_wait")
     return main(["build"] + args)
 
 

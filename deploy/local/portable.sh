@@ -51,8 +51,7 @@ case "${1:-}" in
     ;;
   flags)
     read -r JOB_PORT POOL_PORT <"$STATE/ports"
-    echo "--runner=PortableRunner --job_endpoint=localhost:$JOB_PORT" \
-         "--environment_type=EXTERNAL --environment_config=localhost:$POOL_PORT"
+    deploy/portable-flags.sh "localhost:$JOB_PORT" "localhost:$POOL_PORT"
     ;;
   *)
     echo "usage: $0 start [JOB_PORT] [POOL_PORT] | stop | flags" >&2

@@ -1,0 +1,203 @@
+"""gs:// and s3:// everywhere, against real protocol peers on loopback: the
+gcp-storage-emulator (through gcsfs) and moto's S3 server (through s3fs). Worker
+processes inherit the endpoint settings from the environment."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from mintdim_beam import errors
+from mintdim_beam.runner import launch
+
+from conftest import IN_MEMORY, MULTI_PROCESS, REPO, _free_port
+
+GOLDEN = REPO / "tests/golden"
+CASE = "shared_three_files_duplicates"
+BIN = Path(sys.executable).parent
+
+
+def _wait_port(port: int, proc, timeout: float = 60.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"port {port} did not open")
+
+
+def _serve(cmd, port, env_updates):
+    # The servers log every request: never a pipe nobody reads (it fills and they stall).
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port, proc)
+    saved = {k: os.environ.get(k) for k in env_updates}
+    os.environ.update(env_updates)
+    # fsspec reads FSSPEC_* settings at import; this process imported it already.
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    return proc, saved
+
+
+def _stop(proc, saved):
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    for protocol in ("gcs", "s3"):
+        fsspec.config.conf.pop(protocol, None)
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    fsspec.AbstractFileSystem.clear_instance_cache()
+
+
+@pytest.fixture(scope="module")
+def gcs():
+    port = _free_port()
+    proc, saved = _serve([str(BIN / "gcp-storage-emulator"), "start", "--host", "127.0.0.1",
+                          "--port", str(port), "--in-memory"], port, {
+        "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}",
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",  # else a gRPC bucket probe stalls 60 s
+        "FSSPEC_GCS_TOKEN": "anon", "FSSPEC_GCS_PROJECT": "test"})
+    fsspec.AbstractFileSystem.clear_instance_cache()
+    fs = fsspec.filesystem("gs")
+    fs.mkdir("mintdim-test")
+    yield "gs://mintdim-test", fs
+    _stop(proc, saved)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    port = _free_port()
+    proc, saved = _serve([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], port, {
+        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1", "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}"})
+    fsspec.AbstractFileSystem.clear_instance_cache()
+    fs = fsspec.filesystem("s3")
+    fs.mkdir("mintdim-test")
+    yield "s3://mintdim-test", fs
+    _stop(proc, saved)
+
+
+def _case() -> dict:
+    return json.loads((GOLDEN / CASE / "case.json").read_text())
+
+
+def _upload(fs, root: str, prefix: str) -> dict:
+    """Upload the case's inputs; returns {local path as written in case.json: URL}."""
+    case = _case()
+    mapping = {}
+    for rel in case["files"] + case["tokenizer"]["files"]:
+        url = f"{root}/{prefix}/{rel.replace('../', '')}"
+        fs.put_file(str((GOLDEN / CASE / rel).resolve()), url)
+        mapping[rel] = url
+    return mapping
+
+
+def _config(mapping: dict, out: str) -> dict:
+    case = _case()
+    return {"source": {"files": [mapping[f] for f in case["files"]], "fields": case["fields"],
+                       "templates": case["templates"]},
+            "tokenizer": {"type": case["tokenizer"]["type"],
+                          "files": [mapping[f] for f in case["tokenizer"]["files"]]},
+            "units": {"sizes": case["sizes"], "build_batch": case["build_batch"]},
+            "output": {"dir": out, "samples_per_shard": case["samples_per_shard"]}}
+
+
+def _download(fs, url: str) -> dict:
+    base = fs._strip_protocol(url).rstrip("/")
+    return {path[len(base) + 1:]: fs.cat_file(path) for path in fs.find(base)}
+
+
+def _localized(tree: dict, mapping: dict) -> dict:
+    """Recorded paths differ by design (source_file is the path as given); swap them back."""
+    out = {}
+    for name, data in tree.items():
+        if name.endswith((".jsonl", ".json")):
+            text = data.decode("utf-8")
+            for local, url in mapping.items():
+                text = text.replace(json.dumps(url), json.dumps(local))
+            data = text.encode("utf-8")
+        out[name] = data
+    return out
+
+
+def _expected() -> dict:
+    root = GOLDEN / CASE / "expected" / _case()["output"]
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["gcs", "s3"])
+def test_bucket_build_equals_the_local_build(store, request):
+    root, fs = request.getfixturevalue(store)
+    mapping = _upload(fs, root, "in")
+    out = f"{root}/out-{store}"
+    outputs, _ = launch(_config(mapping, out), "abort", _case()["on_overflow"],
+                        MULTI_PROCESS + ["--input_range_bytes=512"])
+    assert outputs[0]["output_dir"] == out and outputs[0]["total_samples"] > 0
+    tree = _localized(_download(fs, out), mapping)
+    assert not [k for k in tree if "_mintdim_tmp" in k or k.endswith(".tmp")]
+    expected = _expected()
+    assert sorted(k for k in tree if not k.endswith("EMPTY_UNIT.md")) == \
+        sorted(k for k in expected if not k.endswith("EMPTY_UNIT.md"))
+    for name, data in expected.items():
+        if name == "manifest.json":
+            manifest = json.loads(tree[name])
+            manifest.pop("mintdim_beam_version")
+            assert manifest == json.loads(data)
+        elif not name.endswith("EMPTY_UNIT.md"):
+            assert tree[name] == data, name
+
+    # The same rules hold remotely: a non-empty output is refused before any work.
+    with pytest.raises(errors.OutputValidationError):
+        launch(_config(mapping, out), "abort", "truncate", IN_MEMORY)
+
+
+@pytest.mark.slow
+def test_missing_object_and_remote_config_through_the_cli(gcs):
+    root, fs = gcs
+    mapping = _upload(fs, root, "cli")
+    config = _config(mapping, f"{root}/out-cli")
+    config["on_overflow"] = "truncate"
+    config["on_template_unk"] = "abort"
+    fs.pipe_file(f"{root}/configs/build.json", json.dumps(config).encode())
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    proc = subprocess.run(["mintdim-beam", "build", f"{root}/configs/build.json",
+                           "--runner=FnApiRunner"], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["outputs"][0]["total_samples"] > 0
+    assert fs.exists(f"{root}/out-cli/manifest.json")
+
+    config["source"]["files"][0] = f"{root}/cli/data/nope.jsonl"
+    with pytest.raises(errors.MintDimFileNotFoundError) as info:
+        launch(config, "abort", "truncate", IN_MEMORY)
+    assert f"Missing file: {root}/cli/data/nope.jsonl" in info.value.english
+
+
+def test_memory_filesystem_in_process(tmp_path):
+    fs = fsspec.filesystem("memory")
+    case = _case()
+    mapping = {}
+    for rel in case["files"] + case["tokenizer"]["files"]:
+        url = f"memory://in/{rel.replace('../', '')}"
+        fs.pipe_file(url, (GOLDEN / CASE / rel).read_bytes())
+        mapping[rel] = url
+    outputs, _ = launch(_config(mapping, "memory://out"), "abort", case["on_overflow"], IN_MEMORY)
+    tree = _localized(_download(fs, "memory://out"), mapping)
+    expected = _expected()
+    for name in ("sample_index.jsonl", "duplicate_index.jsonl", "stats.json"):
+        assert tree[name] == expected[name]
