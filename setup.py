@@ -12,6 +12,7 @@ setup(
         "tokenizers>=0.15",
         "numpy",
         "fsspec",
+        "matplotlib",  # `mintdim-beam report` figures
     ],
     extras_require={
         # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.

@@ -33,6 +33,17 @@ def _parser() -> argparse.ArgumentParser:
                        help="overrides the config's on_overflow")
     build.add_argument("--on_template_unk", "--on-template-unk", dest="on_template_unk",
                        default=None, help="overrides the config's on_template_unk")
+    verify = sub.add_parser("verify", help="check a finished build from its own files")
+    verify.add_argument("out", help="output directory (local path or fsspec URL)")
+    verify.add_argument("--max-problems", type=int, default=50)
+    report = sub.add_parser("report", help="write report.md, figures and plot data for a build")
+    report.add_argument("out", help="output directory (local path or fsspec URL)")
+    report.add_argument("--dest", default=None, help="where to write (default OUT/report)")
+    plan = sub.add_parser("plan", help="recommend unit sizes that minimize padding")
+    plan.add_argument("config", help="path or URL of the YAML/JSON config (as for build)")
+    plan.add_argument("--units", type=int, required=True, help="how many unit sizes (K)")
+    plan.add_argument("--max-size", type=int, default=None,
+                      help="largest size allowed; longer samples count as overflow")
     return parser
 
 
@@ -75,6 +86,18 @@ def main(argv=None) -> int:
     args, extra = _parser().parse_known_args(argv)
     if args.command == "build":
         return build_command(args, extra)
+    if args.command == "verify":
+        from .verify import verify_command
+
+        return verify_command(args)
+    if args.command == "report":
+        from .report import report_command
+
+        return report_command(args)
+    if args.command == "plan":
+        from .plan_units import plan_command
+
+        return plan_command(args, extra)
     return 2
 
 
