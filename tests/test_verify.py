@@ -1,0 +1,420 @@
+"""`mintdim-beam verify`: clean on real builds and on every golden output, and each kind of
+damage is caught and named (file, record or line, what)."""
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+
+from mintdim_beam import cli, errors
+from mintdim_beam import format as fmt
+from mintdim_beam.verify import Problem, VerifyResult, verify_output
+
+from conftest import REPO, run_build, sentence, write_jsonl
+
+GOLDEN = Path(__file__).parent / "golden"
+GOLDEN_OUTPUTS = sorted(p for p in GOLDEN.glob("*/expected/*") if p.is_dir())
+SIZES = [8, 16, 32]
+PER_SHARD = 4
+TEMPLATE = "question {q} answer {a}"  # literals free of UNK for the tiny model
+N_SEGMENTS = 4  # "question ", q, " answer ", a
+
+
+def _rows(n: int, seed: int = 3):
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        a = sentence(rng, 40, 60) if i % 19 == 5 else sentence(rng, 0, 25)  # 40+: truncated
+        if i % 7 == 0:
+            a += " 😀 漢"  # UNK for the tiny SentencePiece model
+        rows.append({"q": sentence(rng, 0, 6), "a": a})
+        if i % 11 == 0:
+            rows.append({"q": "hello world", "a": "the answer"})  # duplicates
+    return rows
+
+
+def _build(workdir: Path, tokenizers_dir: Path, rows, out: str = "out"):
+    (workdir / "tok").mkdir(parents=True, exist_ok=True)
+    (workdir / "tok/sp.model").write_bytes((tokenizers_dir / "sp.model").read_bytes())
+    write_jsonl(workdir / "data/in.jsonl", rows)
+    run_build(workdir, files=["data/in.jsonl"], fields=[["q", "a"]], templates=[TEMPLATE],
+              tokenizer="sentencepiece", tokenizer_files=["tok/sp.model"], sizes=[SIZES],
+              build_batch=[16], output=out, samples_per_shard=[PER_SHARD],
+              on_overflow="truncate", on_template_unk="continue")
+    return workdir / out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, tokenizers_dir) -> Path:
+    """One real build, several shards per unit, UNKs, duplicates and truncated samples."""
+    return _build(tmp_path_factory.mktemp("verify_build"), tokenizers_dir, _rows(160))
+
+
+@pytest.fixture
+def out(built, tmp_path) -> Path:
+    """A private copy of the build to damage."""
+    copy = tmp_path / "out"
+    shutil.copytree(built, copy)
+    return copy
+
+
+def _index(out: Path, name=fmt.SAMPLE_INDEX):
+    return [json.loads(line) for line in (out / name).read_text("utf-8").splitlines()]
+
+
+def _cli(out: Path, capsys) -> tuple[int, str]:
+    code = cli.main(["verify", str(out)])
+    return code, capsys.readouterr().out
+
+
+def _only(result: VerifyResult, file: str) -> list[Problem]:
+    return [p for p in result.problems if p.file == file]
+
+
+def _shard_with_records(out: Path, unit: int, at_least: int = 2) -> Path:
+    width = (1 + N_SEGMENTS + unit) * 2
+    for shard in sorted((out / fmt.unit_dir(unit)).glob("shard_*.bin")):
+        if shard.stat().st_size >= at_least * width:
+            return shard
+    raise AssertionError(f"no shard of unit_{unit} with {at_least} records")
+
+
+# ------------------------------------------------------------------ clean builds
+
+def test_fresh_build_verifies_with_counts(built):
+    stats = json.loads((built / fmt.STATS).read_text())
+    assert 0 < stats["samples_with_unk"] < stats["total_samples"]
+    assert stats["duplicate_groups"] > 0
+    assert json.loads((built / fmt.OVERFLOW_INDEX).read_text().splitlines()[0])["action"] == "truncate"
+    for unit in SIZES[:3]:  # the build is what the damage tests need: several shards a unit
+        assert len(list((built / fmt.unit_dir(unit)).glob("shard_*.bin"))) >= 3
+    result = verify_output(str(built))
+    assert result.ok, [str(p) for p in result.problems]
+    assert result.problems == [] and result.problem_count == 0
+    assert result.records == result.samples == stats["total_samples"]
+    assert result.tokens == stats["total_tokens"]
+    assert result.units == len(SIZES)
+    assert result.shards == len(list(built.glob("unit_*/shard_*.bin")))
+
+
+def test_cli_exits_0_with_a_one_line_summary(built):
+    proc = subprocess.run([sys.executable, "-m", "mintdim_beam.cli", "verify", str(built)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1
+    stats = json.loads((built / fmt.STATS).read_text())
+    assert f"{stats['total_samples']} records" in lines[0] and " shards" in lines[0]
+    assert f"{len(SIZES)} units" in lines[0] and lines[0].endswith(" s")
+
+
+@pytest.mark.parametrize("golden", GOLDEN_OUTPUTS,
+                         ids=[str(p.relative_to(GOLDEN)) for p in GOLDEN_OUTPUTS])
+def test_every_golden_output_verifies(golden):
+    result = verify_output(str(golden))
+    assert result.ok, [str(p) for p in result.problems]
+    assert result.records == json.loads((golden / fmt.STATS).read_text())["total_samples"]
+
+
+def test_golden_outputs_are_all_found():
+    assert len(GOLDEN_OUTPUTS) >= 25
+
+
+def test_verify_reads_fsspec_urls(built):
+    fs = fsspec.filesystem("memory")
+    root = "/verify_url_case"
+    for path in built.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"{root}/{path.relative_to(built).as_posix()}", path.read_bytes())
+    try:
+        result = verify_output(f"memory://{root}")
+        assert result.ok, [str(p) for p in result.problems]
+        # the same damage as test_flipped_magic, through the non-mmap path
+        rel = _shard_with_records(built, 16).relative_to(built).as_posix()
+        data = bytearray(fs.cat_file(f"{root}/{rel}"))
+        width = (1 + N_SEGMENTS + 16) * 2
+        data[width:width + 2] = (7).to_bytes(2, "little")
+        fs.pipe(f"{root}/{rel}", bytes(data))
+        problems = _only(verify_output(f"memory://{root}"), rel)
+        assert [(p.record, "magic" in p.what) for p in problems] == [(1, True)]
+    finally:
+        fs.rm(root, recursive=True)
+
+
+# ------------------------------------------------------------------ damage
+
+def test_flipped_magic(out, capsys):
+    shard = _shard_with_records(out, 16)
+    data = np.fromfile(shard, dtype="<u2")
+    data[1 + N_SEGMENTS + 16] = 12  # record 1, slot 0
+    data.tofile(shard)
+    rel = shard.relative_to(out).as_posix()
+    result = verify_output(str(out))
+    assert not result.ok
+    problems = _only(result, rel)
+    assert len(problems) == 1
+    assert problems[0].record == 1
+    assert "slot 0 is 12, not the magic 65535" in problems[0].what
+    code, text = _cli(out, capsys)
+    assert code == 1 and rel in text and "magic" in text
+
+
+def test_truncated_shard(out, capsys):
+    shard = _shard_with_records(out, 32)
+    data = shard.read_bytes()
+    shard.write_bytes(data[:-3])
+    rel = shard.relative_to(out).as_posix()
+    result = verify_output(str(out))
+    problems = _only(result, rel)
+    assert problems, [str(p) for p in result.problems]
+    assert "is not a whole number of records" in problems[0].what
+    assert f"size {len(data) - 3} bytes" in problems[0].what
+    code, text = _cli(out, capsys)
+    assert code == 1 and rel in text and "whole number of records" in text
+
+
+def test_shard_copied_from_another_unit(out, capsys):
+    source, target = out / fmt.shard_name(16, 0), out / fmt.shard_name(32, 0)
+    shutil.copyfile(source, target)
+    rel = fmt.shard_name(32, 0)
+    result = verify_output(str(out))
+    problems = _only(result, rel)
+    assert problems, [str(p) for p in result.problems]
+    assert "not a whole number of records" in problems[0].what
+    assert "looks like a shard of unit_16" in problems[0].what
+    # and the rows of unit_32 no longer find their records
+    assert any(p.file == fmt.SAMPLE_INDEX and "unit_32" in p.what for p in result.problems)
+    code, text = _cli(out, capsys)
+    assert code == 1 and rel in text
+
+
+def test_shard_copied_over_a_unit_whose_width_it_divides(tmp_path, tokenizers_dir):
+    """unit_8 records are 13 slots, unit_21 ones 26: the copy passes the size check and is
+    caught by its contents (a magic where a pad or token belongs) and the row join."""
+    rng = random.Random(4)
+    rows = [{"q": sentence(rng, 0, 2), "a": sentence(rng, 0, 12)} for _ in range(80)]
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok/sp.model").write_bytes((tokenizers_dir / "sp.model").read_bytes())
+    write_jsonl(tmp_path / "data/in.jsonl", rows)
+    run_build(tmp_path, files=["data/in.jsonl"], fields=[["q", "a"]],
+              templates=[TEMPLATE], tokenizer="sentencepiece",
+              tokenizer_files=["tok/sp.model"], sizes=[[8, 21, 64]], build_batch=[16],
+              output="out", samples_per_shard=[4], on_overflow="truncate",
+              on_template_unk="continue")
+    out = tmp_path / "out"
+    assert verify_output(str(out)).ok
+    shutil.copyfile(out / fmt.shard_name(8, 0), out / fmt.shard_name(21, 0))
+    rel = fmt.shard_name(21, 0)
+    result = verify_output(str(out))
+    whats = " | ".join(p.what for p in _only(result, rel))
+    assert "not pad_id" in whats or "not below vocab_size" in whats, whats
+    assert "looks like a shard of unit_8" in whats
+    assert any(p.file == fmt.SAMPLE_INDEX and "unit_21" in p.what for p in result.problems)
+
+
+def test_deleted_sample_index_line(out, capsys):
+    lines = (out / fmt.SAMPLE_INDEX).read_text("utf-8").splitlines(keepends=True)
+    gone = json.loads(lines[20])
+    unit = gone["unit_size"]
+    records = sum(1 for line in lines if json.loads(line)["unit_size"] == unit)
+    (out / fmt.SAMPLE_INDEX).write_text("".join(lines[:20] + lines[21:]), "utf-8")
+    result = verify_output(str(out))
+    whats = [p.what for p in _only(result, fmt.SAMPLE_INDEX)]
+    assert f"unit_{unit} has {records - 1} sample_index rows but {records} records in its shards" in whats
+    # the record left without a row is named too, in its shard
+    assert any("has no sample_index.jsonl row" in p.what and p.file.startswith(f"unit_{unit}/")
+               for p in result.problems)
+    assert any(p.file == fmt.STATS and "total_samples" in p.what for p in result.problems)
+    code, text = _cli(out, capsys)
+    assert code == 1 and fmt.SAMPLE_INDEX in text
+
+
+def test_edited_token_count_in_sample_index(out, capsys):
+    lines = (out / fmt.SAMPLE_INDEX).read_text("utf-8").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if json.loads(line)["token_count"] >= 12)
+    row = json.loads(lines[at])
+    row["token_count"] -= 1
+    lines[at] = fmt.jsonl_row(row)
+    (out / fmt.SAMPLE_INDEX).write_text("".join(lines), "utf-8")
+    result = verify_output(str(out))
+    problems = [p for p in _only(result, fmt.SAMPLE_INDEX) if "segment lengths" in p.what]
+    assert len(problems) == 1
+    assert problems[0].record == at + 1  # 1-based line
+    assert problems[0].what.startswith(f"token_count {row['token_count']} but its record")
+    assert f"summing to {row['token_count'] + 1}" in problems[0].what
+    code, text = _cli(out, capsys)
+    assert code == 1 and f"{fmt.SAMPLE_INDEX} (line {at + 1})" in text
+
+
+def test_edited_stats_total_tokens(out, capsys):
+    stats = json.loads((out / fmt.STATS).read_text())
+    right = stats["total_tokens"]
+    stats["total_tokens"] = right + 5
+    (out / fmt.STATS).write_text(fmt.json_document(stats), "utf-8")
+    result = verify_output(str(out))
+    assert [(p.file, p.record, p.what) for p in result.problems] == [
+        (fmt.STATS, None, f"total_tokens is {right + 5} but the sum of sample_index.jsonl "
+                          f"token_count gives {right}")]
+    code, text = _cli(out, capsys)
+    assert code == 1 and "stats.json: total_tokens" in text
+
+
+@pytest.mark.parametrize("leftover,named", [
+    ("_mintdim_tmp/x.tmp", "_mintdim_tmp"),
+    ("unit_16/abc.tmp", "unit_16/abc.tmp"),
+    ("abc.tmp", "abc.tmp"),
+])
+def test_leftover_temporary_file(out, capsys, leftover, named):
+    (out / leftover).parent.mkdir(parents=True, exist_ok=True)
+    (out / leftover).write_bytes(b"partial")
+    result = verify_output(str(out))
+    assert [p.file for p in result.problems] == [named]
+    assert "temporary" in result.problems[0].what
+    if named == "_mintdim_tmp":
+        assert "_mintdim_tmp/x.tmp" in result.problems[0].what
+    code, text = _cli(out, capsys)
+    assert code == 1 and named in text
+
+
+def test_empty_tmp_dir_and_unexpected_files(out):
+    (out / "_mintdim_tmp").mkdir()
+    (out / "notes.txt").write_text("x")
+    (out / "unit_16/extra.bin").write_bytes(b"")
+    (out / "report").mkdir()
+    (out / "report/report.md").write_text("# report")  # allowed: `mintdim-beam report`
+    files = sorted(p.file for p in verify_output(str(out)).problems)
+    assert files == ["_mintdim_tmp", "notes.txt", "unit_16/extra.bin"]
+
+
+def test_unit_directory_not_in_manifest(out):
+    shutil.copytree(out / "unit_16", out / "unit_20")
+    problems = verify_output(str(out)).problems
+    assert [(p.file, "not listed in manifest.json units.sizes" in p.what) for p in problems] == [
+        ("unit_20", True)]
+
+
+def test_empty_unit_notice_must_match_shards(out):
+    (out / fmt.unit_dir(16) / fmt.EMPTY_UNIT).write_text(fmt.empty_unit_notice(16))
+    problems = verify_output(str(out)).problems
+    assert [p.file for p in problems] == [f"unit_16/{fmt.EMPTY_UNIT}"]
+
+
+def test_gap_in_shard_numbering(out):
+    (out / fmt.shard_name(16, 1)).unlink()
+    result = verify_output(str(out))
+    gap = [p for p in result.problems if p.file == fmt.shard_name(16, 1)]
+    assert gap and "numbered 0.." in gap[0].what
+
+
+def test_short_middle_shard(out):
+    shard = out / fmt.shard_name(16, 0)
+    width = (1 + N_SEGMENTS + 16) * 2
+    shard.write_bytes(shard.read_bytes()[:-width])  # drop its last whole record
+    problems = _only(verify_output(str(out)), fmt.shard_name(16, 0))
+    assert problems and f"holds {PER_SHARD - 1} records" in problems[0].what
+
+
+def test_unk_position_that_is_not_unk(out):
+    rows = _index(out, fmt.UNK_INDEX)
+    samples = {r["sample_id"]: r for r in _index(out)}
+    at = next(i for i, r in enumerate(rows)
+              if r["unk_positions"][0] > 0 and r["unk_positions"][0] - 1 not in r["unk_positions"])
+    rows[at]["unk_positions"][0] -= 1
+    assert rows[at]["unk_positions"][0] < samples[rows[at]["sample_id"]]["token_count"]
+    (out / fmt.UNK_INDEX).write_text("".join(fmt.jsonl_row(r) for r in rows), "utf-8")
+    problems = _only(verify_output(str(out)), fmt.UNK_INDEX)
+    assert any(p.record == at + 1 and f"not unk_id" in p.what for p in problems), problems
+
+
+def test_unk_token_in_payload_without_unk_row(out):
+    samples = _index(out)
+    unk_ids = {r["sample_id"] for r in _index(out, fmt.UNK_INDEX)}
+    manifest = json.loads((out / fmt.MANIFEST).read_text())
+    unk_id = manifest["tokenizer"]["unk_id"]
+    # the k-th row of a unit is record k % S of shard k // S
+    per_unit: dict = {}
+    for row in samples:
+        k = per_unit.setdefault(row["unit_size"], 0)
+        per_unit[row["unit_size"]] += 1
+        if row["sample_id"] not in unk_ids and row["token_count"] > 0:
+            break
+    assert row["sample_id"] not in unk_ids
+    unit, shard = row["unit_size"], out / row["shard_path"]
+    data = np.fromfile(shard, dtype="<u2")
+    data[(k % PER_SHARD) * (1 + N_SEGMENTS + unit) + 1 + N_SEGMENTS] = unk_id
+    data.tofile(shard)
+    problems = _only(verify_output(str(out)), row["shard_path"])
+    assert [(p.record, "unk_id" in p.what) for p in problems] == [(k % PER_SHARD, True)]
+
+
+def test_duplicate_member_with_a_wrong_hash(out):
+    groups = _index(out, fmt.DUPLICATE_INDEX)
+    groups[0]["hash"] = "0" * 64
+    (out / fmt.DUPLICATE_INDEX).write_text("".join(fmt.jsonl_row(g) for g in groups), "utf-8")
+    problems = _only(verify_output(str(out)), fmt.DUPLICATE_INDEX)
+    assert problems and problems[0].record == 1 and "not the group's" in problems[0].what
+
+
+def test_histogram_disagreeing_with_shards(out):
+    histogram = json.loads((out / fmt.HISTOGRAM).read_text())
+    histogram["16"] += 1
+    (out / fmt.HISTOGRAM).write_text(fmt.json_document(histogram), "utf-8")
+    problems = verify_output(str(out)).problems
+    assert [p.file for p in problems] == [fmt.HISTOGRAM] and "'16'" in problems[0].what
+
+
+def test_manifest_disagreeing_with_length_field(out):
+    doc = json.loads((out / fmt.LENGTH_FIELD).read_text())
+    doc["pad_token_id"] += 1
+    (out / fmt.LENGTH_FIELD).write_text(fmt.json_document(doc), "utf-8")
+    problems = verify_output(str(out)).problems
+    assert [p.file for p in problems] == [fmt.LENGTH_FIELD]
+    assert "pad_token_id" in problems[0].what and "tokenizer.pad_id" in problems[0].what
+
+
+def test_missing_manifest_is_an_incomplete_build(out, capsys):
+    (out / fmt.MANIFEST).unlink()
+    result = verify_output(str(out))
+    assert [(p.file, p.what) for p in result.problems] == [
+        (fmt.MANIFEST, "manifest.json is missing: the build did not complete")]
+    code, text = _cli(out, capsys)
+    assert code == 1 and "did not complete" in text
+
+
+def test_failed_build_is_reported_as_failed(tmp_path, tokenizers_dir):
+    rows = [json.dumps(r) for r in _rows(20)] + ['{"q": "x", oops}']
+    with pytest.raises(errors.SourceParseError):
+        _build(tmp_path, tokenizers_dir, rows)
+    result = verify_output(str(tmp_path / "out"))
+    assert len(result.problems) == 1
+    what = result.problems[0].what
+    assert what.startswith("manifest.json is missing: the build did not complete; it failed")
+    assert fmt.FAILED_UNIT in what and "unit_8" in what
+
+
+def test_missing_output_directory(tmp_path):
+    result = verify_output(str(tmp_path / "nothing"))
+    assert not result.ok and "does not exist" in result.problems[0].what
+
+
+def test_max_problems_keeps_the_first(out):
+    for shard in out.glob("unit_*/shard_*.bin"):
+        shard.write_bytes(shard.read_bytes()[:-1])
+    result = verify_output(str(out), max_problems=3)
+    assert len(result.problems) == 3 and result.problem_count > 3
+    assert "first 3 shown" in result.summary()
+
+
+def test_cli_max_problems(out, capsys):
+    for shard in out.glob("unit_*/shard_*.bin"):
+        shard.write_bytes(shard.read_bytes()[:-1])
+    code = cli.main(["verify", str(out), "--max-problems", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1 and "FAILED" in lines[0] and "first 2 shown" in lines[0]
+    assert len([l for l in lines if l.startswith("  unit_")]) == 2
+    assert lines[-1].startswith("  ... and ") and lines[-1].endswith("more (--max-problems)")
