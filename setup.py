@@ -16,10 +16,11 @@ setup(
     ],
     extras_require={
         # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.
-        "test": ["pytest>=7", "pytest-timeout", "gcsfs", "s3fs", "moto[server]",
-                 "gcp-storage-emulator"],
-        "gcp": ["gcsfs"],
-        "aws": ["s3fs"],
+        # Lower bounds keep pip from backtracking to an s3fs without aiobotocore.
+        "test": ["pytest>=7", "pytest-timeout", "gcsfs>=2024.6.0", "s3fs>=2024.6.0",
+                 "moto[server]>=5", "gcp-storage-emulator"],
+        "gcp": ["gcsfs>=2024.6.0"],
+        "aws": ["s3fs>=2024.6.0"],
     },
     entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:main"]},
 )
