@@ -99,6 +99,13 @@ def tmp_dir(output_dir: str) -> str:
     return join(output_dir, TMP_DIR_NAME)
 
 
+def _new_temp(fs, output_dir: str, scratch: str | None = None) -> str:
+    """A unique temporary name, in the output dir's scratch dir unless told otherwise."""
+    scratch = scratch or tmp_dir(output_dir)
+    fs.makedirs(scratch, exist_ok=True)
+    return join(scratch, f"{uuid.uuid4().hex}.tmp")
+
+
 def write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None = None) -> None:
     """Write under a unique temporary name inside the output dir, then rename into place.
 
@@ -106,11 +113,8 @@ def write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None = 
     lands last leaves an identical file: exactly-once in effect.
     """
     fs = filesystem(path)
-    scratch = scratch or tmp_dir(output_dir)
-    fs.makedirs(scratch, exist_ok=True)
-    parent = posixpath.dirname(path) if is_url(path) else os.path.dirname(path)
-    fs.makedirs(parent, exist_ok=True)
-    temp = join(scratch, f"{uuid.uuid4().hex}.tmp")
+    temp = _new_temp(fs, output_dir, scratch)
+    fs.makedirs(posixpath.dirname(path) if is_url(path) else os.path.dirname(path), exist_ok=True)
     with fs.open(temp, "wb") as handle:
         handle.write(data)
     rename(fs, temp, path)
@@ -119,9 +123,7 @@ def write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None = 
 def write_partial_temp(data: bytes, output_dir: str) -> str:
     """What a worker killed mid-write leaves behind: a temp file, never a final name."""
     fs = filesystem(output_dir)
-    scratch = tmp_dir(output_dir)
-    fs.makedirs(scratch, exist_ok=True)
-    temp = join(scratch, f"{uuid.uuid4().hex}.tmp")
+    temp = _new_temp(fs, output_dir)
     with fs.open(temp, "wb") as handle:
         handle.write(data)
     return temp
@@ -134,9 +136,7 @@ def write_text_atomic(path: str, text: str, output_dir: str, scratch: str | None
 def concat_atomic(target: str, parts: list[str], output_dir: str, block: int = 8 << 20) -> None:
     """Join part files, in the order given, into one file (streamed, never whole in memory)."""
     fs = filesystem(target)
-    scratch = tmp_dir(output_dir)
-    fs.makedirs(scratch, exist_ok=True)
-    temp = join(scratch, f"{uuid.uuid4().hex}.tmp")
+    temp = _new_temp(fs, output_dir)
     with fs.open(temp, "wb") as out:
         for part in parts:
             with fs.open(part, "rb") as src:
