@@ -84,6 +84,6 @@ def test_golden_portable_runner(name, golden_copy, portable_flags):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MULTI_CASES & set(CASES)))
 def test_golden_with_injected_faults_and_retries(name, golden_copy, tmp_path, monkeypatch):
-    monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize,write@{tmp_path}")
+    monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize,write,finalize@{tmp_path}")
     _run_case(name, golden_copy, BUNDLE_RETRYING + ["--input_range_bytes=500"])
-    assert {p.name.split("-")[0] for p in tmp_path.iterdir()} == {"tokenize", "write"}
+    assert {p.name.split("-")[0] for p in tmp_path.iterdir()} == {"tokenize", "write", "finalize"}

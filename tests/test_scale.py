@@ -1,7 +1,6 @@
 """Scale-out: the same bytes on every runner, range size and retry; no group wider than
 one shard; no temporary files left."""
 import json
-import os
 import random
 import shutil
 from pathlib import Path
@@ -100,8 +99,8 @@ def test_portable_runner_with_external_worker_pool(corpus, reference, monkeypatc
 def test_retried_bundles_after_injected_faults_give_the_same_bytes(corpus, reference, monkeypatch, tmp_path):
     markers = tmp_path / "faults"
     markers.mkdir()
-    monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize,write@{markers}")
+    monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize,write,finalize@{markers}")
     out, _ = _build(corpus, "faults", BUNDLE_RETRYING + ["--input_range_bytes=65536"], monkeypatch)
     failed_stages = {p.name.split("-")[0] for p in markers.iterdir()}
-    assert failed_stages == {"tokenize", "write"}  # bundles of both stages failed once
+    assert failed_stages == {"tokenize", "write", "finalize"}  # a bundle of each stage failed once
     _assert_clean_and_equal(out, reference[0])

@@ -10,6 +10,7 @@ from .. import __version__
 from .. import format as fmt
 from .. import storage
 from ..failures import WorkerFailure, resolve
+from ..faults import BundleFaults
 
 _EMPTY_STATS = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
                 "unk_tokens": 0, "unit_distribution": {}}
@@ -25,6 +26,10 @@ def first_error(pending_errors, numbering, datasets):
 class FinalizeFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
+        self._faults = BundleFaults("finalize")
+
+    def start_bundle(self):
+        self._faults.start_bundle()
 
     def process(self, ds, error, overflow_plans, stats, index_parts, dup_parts, shards):
         if error is not None:
@@ -55,10 +60,12 @@ class FinalizeFn(beam.DoFn):
             storage.makedirs(storage.join(out, fmt.unit_dir(size)))
             if not distribution.get(size):
                 write(f"{fmt.unit_dir(size)}/{fmt.EMPTY_UNIT}", fmt.empty_unit_notice(size))
-        storage.remove_tree(storage.tmp_dir(out))
-        # Last, and staged in the output dir itself since the scratch dir is gone.
         manifest = fmt.manifest_doc(plan, sizes, {"mintdim_beam_version": __version__})
-        storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out, scratch=out)
+        storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out)
+        self._faults.check(ds)
+        # The parts go only after the manifest: a retried Finalize must find them again
+        # and rewrite the same bytes, whichever step its first attempt died in.
+        storage.remove_tree(storage.tmp_dir(out))
         yield ds, out
 
 
