@@ -15,8 +15,8 @@ from . import format as fmt
 from . import storage
 from .build import expand_overflow_survey, expand_unit_build
 from .config import resolve_datasets
-from .errors import (MintDimError, OutputValidationError, PipelineValidationError,
-                     TemplateTokenizerError, UnitOverflowError, error_from_payload)
+from .errors import (OutputValidationError, PipelineValidationError,
+                     TemplateTokenizerError, error_from_payload)
 from .failures import recover
 from .options import is_local, make_options, range_bytes, runner_name, waits
 from .plan import prepare

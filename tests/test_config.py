@@ -1,6 +1,5 @@
 """Config validation: every error class, raised before any output exists."""
 import json
-from pathlib import Path
 
 import pytest
 

@@ -7,7 +7,7 @@ import pytest
 
 from mintdim_beam import errors
 
-from conftest import IN_MEMORY, MULTI_PROCESS, WORDS, read_tree, run_build, sentence, write_jsonl
+from conftest import IN_MEMORY, MULTI_PROCESS, read_tree, run_build, sentence, write_jsonl
 
 GOOD = [{"q": "hello world", "a": "the answer"}, {"q": "data tokens", "a": "units"}]
 

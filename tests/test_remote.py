@@ -3,7 +3,6 @@ gcp-storage-emulator (through gcsfs) and moto's S3 server (through s3fs). Worker
 processes inherit the endpoint settings from the environment."""
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys

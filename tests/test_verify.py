@@ -328,7 +328,7 @@ def test_unk_position_that_is_not_unk(out):
     assert rows[at]["unk_positions"][0] < samples[rows[at]["sample_id"]]["token_count"]
     (out / fmt.UNK_INDEX).write_text("".join(fmt.jsonl_row(r) for r in rows), "utf-8")
     problems = _only(verify_output(str(out)), fmt.UNK_INDEX)
-    assert any(p.record == at + 1 and f"not unk_id" in p.what for p in problems), problems
+    assert any(p.record == at + 1 and "not unk_id" in p.what for p in problems), problems
 
 
 def test_unk_token_in_payload_without_unk_row(out):
