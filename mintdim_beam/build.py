@@ -16,7 +16,7 @@ from .transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits, DecideO
                                 UnitOffsets, abort_errors, number_candidates,
                                 overflow_candidates)
 from .transforms.duplicates import DuplicateIndex
-from .transforms.finalize import Finalize, first_error
+from .transforms.finalize import Finalize, FirstError
 from .transforms.read import COUNTS, ReadJSONL
 from .transforms.render import ERRORS, Render
 from .transforms.stats import BuildStats
@@ -73,10 +73,7 @@ def expand_overflow_survey(p, plans: dict, ranges, result_path: str):
                   | "AllCandidates" >> beam.combiners.ToList()
                   | "Number" >> beam.Map(lambda c, num: number_candidates(c, datasets, num),
                                          beam.pvalue.AsSingleton(numbering)))
-    error = (bad_lines
-             | "AllErrors" >> beam.combiners.ToList()
-             | "FirstError" >> beam.Map(lambda errs, num: first_error(errs, num, datasets),
-                                       beam.pvalue.AsSingleton(numbering)))
+    error = bad_lines | "FirstError" >> FirstError(datasets, numbering)
 
     def save(cands, err):
         storage.write_atomic(result_path, pickle.dumps({"candidates": cands, "error": err}),

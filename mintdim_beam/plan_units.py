@@ -214,7 +214,7 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
     """Add the histogram pass to `p`: the per-dataset histograms and the first bad line
     (as an error payload, or None) are written as JSON to the local `result_path`."""
     from .build import _read_and_tokenize
-    from .transforms.finalize import first_error
+    from .transforms.finalize import FirstError
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges)
@@ -222,10 +222,7 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
                   | "BatchCounts" >> beam.Map(batch_counts)
                   | "HistogramPerDataset" >> beam.CombinePerKey(_CounterSum())
                   | "AllHistograms" >> beam.combiners.ToDict())
-    error = (bad_lines
-             | "AllErrors" >> beam.combiners.ToList()
-             | "FirstError" >> beam.Map(lambda errs, num: first_error(errs, num, datasets),
-                                       beam.pvalue.AsSingleton(numbering)))
+    error = bad_lines | "FirstError" >> FirstError(datasets, numbering)
 
     def save(hists, err):
         doc = {"histograms": {str(ds): {str(c): int(n) for c, n in sorted(h.items())}

@@ -23,6 +23,22 @@ def first_error(pending_errors, numbering, datasets):
     return resolve(first, numbering, datasets)
 
 
+class FirstError(beam.PTransform):
+    """Pending errors -> one payload (or None): the first in file and line order, with
+    its real line number. Shared by the build, the prompt's planning pass and `plan`."""
+
+    def __init__(self, datasets, numbering):
+        super().__init__()
+        self._datasets, self._numbering = datasets, numbering
+
+    def expand(self, pending):
+        datasets = self._datasets
+        return (pending
+                | "AllErrors" >> beam.combiners.ToList()
+                | "First" >> beam.Map(lambda errs, num: first_error(errs, num, datasets),
+                                      beam.pvalue.AsSingleton(self._numbering)))
+
+
 class FinalizeFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
@@ -79,10 +95,7 @@ class Finalize(beam.PTransform):
     def expand(self, pbegin):
         s = self._sides
         datasets = self._datasets
-        error = (s["errors"]
-                 | "AllErrors" >> beam.combiners.ToList()
-                 | "FirstError" >> beam.Map(lambda errs, num: first_error(errs, num, datasets),
-                                           beam.pvalue.AsSingleton(s["numbering"])))
+        error = s["errors"] | "FirstError" >> FirstError(datasets, s["numbering"])
         return (pbegin
                 | "Datasets" >> beam.Create(sorted(self._plans))
                 | "FinalizeDataset" >> beam.ParDo(
