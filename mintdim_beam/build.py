@@ -26,7 +26,7 @@ from .transforms.write import WriteIndexParts, WriteShards
 
 def _read_and_tokenize(p, plans: dict, ranges):
     """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts."""
-    from .options import is_single_process
+    from .options import encoder_processes, is_single_process
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     batch_sizes = {ds: plan.dataset.build_batch for ds, plan in plans.items()}
@@ -37,7 +37,7 @@ def _read_and_tokenize(p, plans: dict, ranges):
                  | "NumberLines" >> beam.Map(lambda counts: number_ranges(
                      [datasets[d] for d in sorted(datasets)], counts)))
     rendered = read["batches"] | "Render" >> Render(plans)
-    tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(plans)
+    tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(plans, encoder_processes(p.options))
     return numbering, rendered[ERRORS], tokenized
 
 

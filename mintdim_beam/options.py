@@ -17,7 +17,10 @@ class MintDimOptions(PipelineOptions):
         parser.add_argument("--no_wait", action="store_true", default=False,
                             help="submit the job and return without waiting (templated launches); "
                                  "the pipeline still finalizes the output itself")
-
+        parser.add_argument("--encoder_processes", type=int, default=-1,
+                            help="helper processes that encode batches while the worker renders "
+                                 "the next ones; 0 encodes in the worker (default -1: one per "
+                                 "core for the local in-process run, else 0)")
 
 def default_flags() -> list[str]:
     """The fastest local run measured here: the in-process FnApiRunner. The tokenizers
@@ -36,6 +39,21 @@ def is_single_process(options: PipelineOptions) -> bool:
     direct = options.view_as(DirectOptions)
     return (direct.direct_running_mode in (None, "in_memory")
             and (direct.direct_num_workers or 1) == 1)
+
+
+def encoder_processes(options: PipelineOptions) -> int:
+    """Helper encoder processes per Tokenize instance (see `encoder_process`).
+
+    Auto gives the in-process local run one per core: there a single Python process does
+    everything, and a tokenizer that holds the GIL stalls it. Multi-process and cloud
+    runners already run a worker per core, where helpers would only compete."""
+    import os
+
+    count = options.view_as(MintDimOptions).encoder_processes
+    if count < 0:
+        cores = os.cpu_count() or 1
+        return cores if is_single_process(options) and cores > 1 else 0
+    return count
 
 
 def make_options(pipeline_options) -> PipelineOptions:

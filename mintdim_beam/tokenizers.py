@@ -17,6 +17,7 @@ KINDS = ("sentencepiece", "hf_json")
 
 class SentencePieceTokenizer:
     kind = "sentencepiece"
+    threads = -1  # native threads per batch call: -1 is every core
 
     def __init__(self, data: bytes, display_path: str):
         import sentencepiece as spm
@@ -29,7 +30,7 @@ class SentencePieceTokenizer:
                                   f"SentencePiece returned pad_id={self._sp.pad_id()}")
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
-        return self._sp.encode(texts, out_type=int)
+        return self._sp.encode(texts, out_type=int, num_threads=self.threads)
 
     def surfaces(self, text: str, positions: list[int]) -> list[str]:
         """Source substring of the tokens at `positions`: SentencePiece's piece surface."""

@@ -125,3 +125,21 @@ def portable_flags(tmp_path_factory):
         yield flags
     finally:
         subprocess.run([script, "stop"], env=env, timeout=60)
+
+
+def encoder_helpers_of(pid: int) -> list[int]:
+    """Live helper encoder processes whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if b"mintdim_beam.encoder_process" in cmdline and int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry))
+    return found

@@ -1,6 +1,7 @@
 """Scale-out: the same bytes on every runner, range size and retry; no group wider than
 one shard; no temporary files left."""
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -9,8 +10,8 @@ import pytest
 
 from mintdim_beam.runner import group_size_stats, launch
 
-from conftest import (BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, read_tree, sentence,
-                      write_jsonl)
+from conftest import (BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, encoder_helpers_of, read_tree,
+                      sentence, write_jsonl)
 
 SPS = 40
 
@@ -80,6 +81,8 @@ def test_reference_build_spreads_units_over_many_shards(reference):
 @pytest.mark.slow
 @pytest.mark.parametrize("name,options", [
     ("in_memory_4KiB", IN_MEMORY + ["--input_range_bytes=4096"]),
+    ("in_memory_no_helper_64KiB", IN_MEMORY + ["--encoder_processes=0", "--input_range_bytes=65536"]),
+    ("in_memory_3_helpers_4KiB", IN_MEMORY + ["--encoder_processes=3", "--input_range_bytes=4096"]),
     ("multi_4KiB", MULTI_PROCESS + ["--input_range_bytes=4096"]),
     ("multi_64KiB", MULTI_PROCESS + ["--input_range_bytes=65536"]),
 ])
@@ -87,6 +90,7 @@ def test_same_bytes_across_runners_and_range_sizes(corpus, reference, monkeypatc
     out, result = _build(corpus, name, options, monkeypatch)
     _assert_clean_and_equal(out, reference[0])
     assert group_size_stats(result)["max"] <= SPS
+    assert encoder_helpers_of(os.getpid()) == []  # helper encoder processes were stopped
 
 
 @pytest.mark.slow
@@ -104,3 +108,18 @@ def test_retried_bundles_after_injected_faults_give_the_same_bytes(corpus, refer
     failed_stages = {p.name.split("-")[0] for p in markers.iterdir()}
     assert failed_stages == {"tokenize", "write", "finalize"}  # a bundle of each stage failed once
     _assert_clean_and_equal(out, reference[0])
+
+
+@pytest.mark.slow
+def test_retried_tokenize_bundles_with_helper_encoders_give_the_same_bytes(
+        corpus, reference, monkeypatch, tmp_path):
+    """The fault fires on a bundle's first reply while newer batches are still inside the
+    helpers, so the retry must start from fresh helpers, not read stale replies."""
+    markers = tmp_path / "faults"
+    markers.mkdir()
+    monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize@{markers}")
+    out, _ = _build(corpus, "faults_helpers", BUNDLE_RETRYING + [
+        "--input_range_bytes=65536", "--encoder_processes=2"], monkeypatch)
+    assert any(p.name.startswith("tokenize-") for p in markers.iterdir())
+    _assert_clean_and_equal(out, reference[0])
+    assert encoder_helpers_of(os.getpid()) == []

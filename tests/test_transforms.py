@@ -1,4 +1,5 @@
 """Each stage alone, with TestPipeline + assert_that."""
+import dataclasses
 import hashlib
 
 import apache_beam as beam
@@ -56,6 +57,34 @@ def test_render_hashes_the_whole_rendered_text_and_reports_bad_lines():
         assert_that(kinds, equal_to([("SampleSchemaError", 2), ("SourceParseError", 3)]), label="errors")
 
 
+BAD_JSON = ['{"q": "x"} {"q": "y"}', '{"q": "x"},', '\ufeff{"q": "x"}', '{"q": "x"', '{"q": x}',
+            '{"q": "a\tb"}', '{"q": "x",}', "{'q': 'x'}", '{"q": "x"}]', "NaNx", '{"q": 1e}']
+
+
+def test_render_reports_exactly_json_loads_message_for_each_syntax_error():
+    """Render calls the JSON scanner directly; its errors must read as json.loads's."""
+    import json
+
+    plan = _Plan(_dataset("unused"))
+    lines = ['{"q": "ok"}'] + BAD_JSON + ['{"q": 1.5e3}', '{"q": true}', '{"q": NaN}']
+    batch = ((0, 0, 0, 0), [(i, i, text, None) for i, text in enumerate(lines)])
+    expected = []
+    for i, text in enumerate(lines):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            expected.append((i, f"invalid JSON syntax: {exc.msg}"))
+    assert len(expected) == len(BAD_JSON)
+    with TestPipeline(argv=OPTIONS) as p:
+        out = p | beam.Create([batch]) | Render({0: plan})
+        reasons = out[ERRORS] | beam.Map(lambda e: (e.local_line, e.kwargs["reason"]))
+        assert_that(reasons, equal_to(expected), label="errors")
+        digests = out["rendered"] | beam.FlatMap(lambda e: e[1]["digests"])
+        assert_that(digests, equal_to([hashlib.sha256(t.encode()).hexdigest()
+                                       for t in ("<ok>", "<1500.0>", "<True>", "<nan>")]),
+                    label="digests")
+
+
 def test_build_stats_combines_partials_per_dataset():
     partials = [(0, {"total_samples": 2, "total_tokens": 10, "samples_with_unk": 1, "unk_tokens": 3,
                      "unit_distribution": {8: 2}}),
@@ -70,3 +99,66 @@ def test_build_stats_combines_partials_per_dataset():
                  "unit_distribution": {8: 3, 16: 0}}),
             (1, {"total_samples": 1, "total_tokens": 9, "samples_with_unk": 0, "unk_tokens": 0,
                  "unit_distribution": {16: 1}})]))
+
+
+def test_hash_buckets_take_the_first_48_bits_of_each_digest():
+    import random
+
+    from mintdim_beam.transforms.assign import hash_buckets
+
+    rng = random.Random(3)
+    digests = [hashlib.sha256(str(rng.random()).encode()).hexdigest() for _ in range(500)]
+    for buckets in (1, 7, 1000, 2 ** 40 + 3):
+        assert hash_buckets(digests, buckets).tolist() == [int(d[:12], 16) % buckets for d in digests]
+
+
+def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
+    import json
+    import random
+
+    import numpy as np
+
+    from mintdim_beam.transforms.duplicates import _group_rows
+
+    rng = random.Random(5)
+    pool = [hashlib.sha256(bytes([i])).hexdigest() for i in range(40)]
+    entries = [(pool[rng.randrange(40)], sid, rng.randrange(2), rng.randrange(1, 999))
+               for sid in rng.sample(range(10_000), 300)]
+    pieces = []
+    for start in range(0, 300, 70):  # several pieces, in no particular order
+        chunk = entries[start:start + 70]
+        for fp in (0, 1):
+            part = [e for e in chunk if e[2] == fp]
+            if part:
+                pieces.append(([e[0] for e in part], np.array([e[1] for e in part]), fp,
+                               np.array([e[3] for e in part])))
+    rng.shuffle(pieces)
+    dataset = _dataset("unused")
+    plan = _Plan(dataclasses.replace(dataset, files=dataset.files + (InputFile(1, "b.jsonl", "b.jsonl"),)))
+    rows = list(_group_rows(((0, 3), pieces), {0: plan}))
+    groups = {}
+    for digest, sid, fp, line in entries:
+        groups.setdefault(digest, []).append((sid, ["in.jsonl", "b.jsonl"][fp], line))
+    want = {}
+    for digest, members in groups.items():
+        if len(members) > 1:
+            members.sort()
+            want[digest] = members
+    assert len(rows) == len(want)
+    for (ds, part), (first, count, row) in rows:
+        doc = json.loads(row)
+        members = want[doc["hash"]]
+        assert (ds, part, first, count) == (0, members[0][0] // 2, members[0][0], len(members))
+        assert [(m["sample_id"], m["source_file"], m["source_line"]) for m in doc["samples"]] == members
+
+
+def test_packed_side_input_round_trips_and_pickles_as_one_blob():
+    import pickle
+
+    from mintdim_beam.packed import Packed
+
+    value = {0: {("k", i): [i, str(i)] for i in range(1000)}}
+    packed = pickle.loads(pickle.dumps(Packed(value)))
+    assert packed.unpack() == value
+    assert packed.unpack() is packed.unpack()  # unpickled once
+    assert list(vars(pickle.loads(pickle.dumps(packed)))) == ["_blob", "_value"]

@@ -12,11 +12,19 @@ import numpy as np
 
 from .. import format as fmt
 from ..failures import PendingError
+from ..packed import Packed
 from ..units import Candidate, assign_declared, decide_overflows, truncated_lengths
 
 HASHES = "hashes"
 INDEX_PARTS = "index_parts"
 STATS = "stats"
+
+
+def hash_buckets(digests: list[str], buckets: int) -> np.ndarray:
+    """Bucket of each hex digest: its first 48 bits modulo `buckets`."""
+    prefixes = np.frombuffer(bytes.fromhex("".join(["0000" + d[:12] for d in digests])),
+                             dtype=">u8")
+    return (prefixes % np.uint64(buckets)).astype(np.int64)
 
 
 def declared_units(plans, element):
@@ -29,37 +37,42 @@ def declared_units(plans, element):
 
 
 def overflow_candidates(plans, element):
-    """Samples longer than the largest declared size: the only order-dependent ones."""
+    """Samples longer than the largest declared size: the only order-dependent ones.
+    One element per batch that has any: (chunk key, [(j, local sample, local line,
+    token count)])."""
     chunk_key, batch = element
     plan = plans[chunk_key[0]]
     totals = batch["lengths"].sum(axis=1)
-    for j in np.nonzero(totals > plan.dataset.sizes[-1])[0].tolist():
-        yield chunk_key[0], (chunk_key + (j,), int(batch["samples"][j]),
-                             int(batch["lines"][j]), int(totals[j]))
+    js = np.nonzero(totals > plan.dataset.sizes[-1])[0]
+    if len(js):
+        yield chunk_key, list(zip(js.tolist(), batch["samples"][js].tolist(),
+                                  batch["lines"][js].tolist(), totals[js].tolist()))
 
 
 def number_candidates(candidates, datasets, numbering) -> dict:
-    """Raw candidates -> {dataset: [Candidate]} with sample ids and source lines."""
+    """Per-batch raw candidates -> {dataset: [Candidate]} with sample ids and lines."""
     by_ds: dict = {}
-    for ds, (order, local_sample, local_line, token_count) in candidates:
-        _, file_pos, range_no, _, _ = order
+    for chunk_key, entries in candidates:
+        ds, file_pos, range_no, _ = chunk_key
         line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
-        by_ds.setdefault(ds, []).append(Candidate(
-            order=order + (local_line,), sample_id=sample_offset + local_sample,
-            token_count=token_count, source_file=datasets[ds].files[file_pos].given,
-            source_line=line_offset + local_line + 1))
+        source_file = datasets[ds].files[file_pos].given
+        by_ds.setdefault(ds, []).extend(
+            Candidate(order=chunk_key + (j, local_line), sample_id=sample_offset + local_sample,
+                      token_count=token_count, source_file=source_file,
+                      source_line=line_offset + local_line + 1)
+            for j, local_sample, local_line, token_count in entries)
     return by_ds
 
 
-def _decide(candidates, plans, datasets, numbering, choosers):
-    """Per dataset: the OverflowPlan (outcomes, final sizes, rows, abort)."""
+def _decide(candidates, plans, datasets, numbering, choosers) -> Packed:
+    """Per dataset: the OverflowPlan (outcomes, final sizes, rows, abort), packed."""
     by_ds = number_candidates(candidates, datasets, numbering)
-    return {ds: decide_overflows(plans[ds].dataset.sizes, by_ds.get(ds, []), choosers[ds])
-            for ds in plans}
+    return Packed({ds: decide_overflows(plans[ds].dataset.sizes, by_ds.get(ds, []), choosers[ds])
+                   for ds in plans})
 
 
-def abort_errors(overflow_plans):
-    for ds, plan in overflow_plans.items():
+def abort_errors(packed_plans: Packed):
+    for ds, plan in packed_plans.unpack().items():
         cand = plan.abort
         if cand is not None:
             _, file_pos, range_no, _, _, local_line = cand.order
@@ -68,12 +81,12 @@ def abort_errors(overflow_plans):
                                 "max_unit_size": plan.sizes[-1]}, "sample")
 
 
-def _unit_offsets(counts, overflow_plans):
+def _unit_offsets(counts, packed_plans: Packed):
     """(dataset, chunk) -> {unit: number of earlier samples in that unit}."""
     per_chunk: dict = {}
     for chunk_key, counter in counts:
         per_chunk.setdefault(chunk_key, Counter()).update(counter)
-    for ds, plan in overflow_plans.items():
+    for ds, plan in packed_plans.unpack().items():
         for order, outcome in plan.outcomes.items():
             if outcome.unit is not None:
                 per_chunk.setdefault(order[:4], Counter())[outcome.unit] += 1
@@ -90,7 +103,7 @@ class AssignFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
 
-    def process(self, element, overflow_plans, offsets, numbering):
+    def process(self, element, packed_plans, offsets, numbering):
         chunk_key, batch = element
         ds, file_pos, range_no, _ = chunk_key
         plan = self._plans[ds]
@@ -102,7 +115,7 @@ class AssignFn(beam.DoFn):
         starts = np.concatenate(([0], np.cumsum(totals)[:-1]))
         units = assign_declared(dataset.sizes, totals)
         keep = totals.copy()
-        outcomes = overflow_plans[ds].outcomes
+        outcomes = packed_plans.unpack()[ds].outcomes
         for j in np.nonzero(units == 0)[0].tolist():
             outcome = outcomes.get(chunk_key + (j, int(batch["lines"][j])))
             if outcome is None or outcome.unit is None:
@@ -124,12 +137,17 @@ class AssignFn(beam.DoFn):
         shards = ranks // dataset.samples_per_shard
 
         idx = written.tolist()
-        sample_ids = (sample_offset + batch["samples"]).tolist()
-        lines = (line_offset + 1 + batch["lines"]).tolist()
+        sample_id_arr = sample_offset + batch["samples"]
+        line_arr = line_offset + 1 + batch["lines"]
+        sample_ids, lines = sample_id_arr.tolist(), line_arr.tolist()
         unit_l, keep_l, shard_l = units.tolist(), keep.tolist(), shards.tolist()
         digests, empty, unks = batch["digests"], batch["empty"], batch["unks"]
+        shard_names = {}
+        for j in idx:
+            if (unit_l[j], shard_l[j]) not in shard_names:
+                shard_names[unit_l[j], shard_l[j]] = fmt.shard_name(unit_l[j], shard_l[j])
         sample_rows = [fmt.sample_row(sample_ids[j], digests[j], keep_l[j], unit_l[j], file_json,
-                                      lines[j], fmt.shard_name(unit_l[j], shard_l[j]), empty[j])
+                                      lines[j], shard_names[unit_l[j], shard_l[j]], empty[j])
                        for j in idx]
         unk_rows, unk_samples, unk_tokens = [], 0, 0
         for j in sorted(unks):
@@ -143,15 +161,18 @@ class AssignFn(beam.DoFn):
                                             [chars[k] for k in kept]))
                 unk_samples += 1
                 unk_tokens += len(kept)
-        # Hash entries travel in buckets sized like a shard, not one element per sample.
-        buckets = -(-numbering.totals[ds] // dataset.samples_per_shard)
-        by_bucket = {}
-        for j in idx:
-            digest = digests[j]
-            by_bucket.setdefault(int(digest[:12], 16) % buckets, []).append(
-                (digest, sample_ids[j], file_pos, lines[j]))
-        for bucket, entries in by_bucket.items():
-            yield beam.pvalue.TaggedOutput(HASHES, ((ds, bucket), entries))
+        # Hash entries travel in buckets sized like a shard, not one element per sample:
+        # ((dataset, bucket), (digests, sample ids, file, lines)).
+        if idx:
+            buckets = -(-numbering.totals[ds] // dataset.samples_per_shard)
+            bucket_of = hash_buckets([digests[j] for j in idx], buckets)
+            order = np.argsort(bucket_of, kind="stable")
+            split = np.flatnonzero(np.diff(bucket_of[order])) + 1
+            for part in np.split(written[order], split):
+                yield beam.pvalue.TaggedOutput(HASHES, (
+                    (ds, int(bucket_of[np.searchsorted(written, part[0])])),
+                    ([digests[j] for j in part.tolist()], sample_id_arr[part], file_pos,
+                     line_arr[part])))
 
         # Records, grouped by (unit, shard); a batch's samples of one shard are contiguous.
         token_owner = np.repeat(np.arange(len(units)), totals)
@@ -179,7 +200,7 @@ class AssignFn(beam.DoFn):
 
 
 class DecideOverflows(beam.PTransform):
-    """Tokenized batches -> one {dataset: OverflowPlan}, decided in sample_id order."""
+    """Tokenized batches -> one Packed {dataset: OverflowPlan}, decided in sample_id order."""
 
     def __init__(self, plans, datasets, choosers):
         super().__init__()

@@ -7,25 +7,36 @@ falls in [p*W, (p+1)*W), so joining parts in order gives groups by first sample_
 from __future__ import annotations
 
 import apache_beam as beam
+import numpy as np
 
 from .. import format as fmt
 from .. import storage
 
 
 def _group_rows(element, plans):
-    (ds, _), batches = element
-    by_hash: dict = {}
-    for entries in batches:  # GroupByKey hands out an iterable in no set order
-        for digest, sid, file_pos, line in entries:
-            by_hash.setdefault(digest, []).append((sid, file_pos, line))
+    (ds, _), parts = element
+    parts = list(parts)  # GroupByKey hands out an iterable in no set order
+    if not parts:
+        return
+    digests = np.array([d for part in parts for d in part[0]])
+    sample_ids = np.concatenate([part[1] for part in parts])
+    file_pos = np.concatenate([np.full(len(part[1]), part[2]) for part in parts])
+    lines = np.concatenate([part[3] for part in parts])
+    _, inverse, counts = np.unique(digests, return_inverse=True, return_counts=True)
+    repeated = np.flatnonzero(counts[inverse] > 1)
+    if not len(repeated):
+        return
+    # Members of a group sorted by sample_id: sort by (group, sample_id).
+    order = repeated[np.lexsort((sample_ids[repeated], inverse[repeated]))]
+    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
     files = plans[ds].dataset.files
     width = plans[ds].dataset.samples_per_shard
-    for digest, members in by_hash.items():
-        if len(members) < 2:
-            continue
-        members.sort()
-        row = fmt.duplicate_row(digest, [(sid, files[fp].given, line) for sid, fp, line in members])
-        yield (ds, members[0][0] // width), (members[0][0], len(members), row)
+    for members in np.split(order, bounds):
+        sids = sample_ids[members].tolist()
+        row = fmt.duplicate_row(str(digests[members[0]]), [
+            (sid, files[fp].given, line)
+            for sid, fp, line in zip(sids, file_pos[members].tolist(), lines[members].tolist())])
+        yield (ds, sids[0] // width), (sids[0], len(sids), row)
 
 
 class WriteDuplicatePartFn(beam.DoFn):
@@ -42,7 +53,8 @@ class WriteDuplicatePartFn(beam.DoFn):
 
 
 class DuplicateIndex(beam.PTransform):
-    """((dataset, bucket), [hash entries]) -> duplicate parts: (dataset, part, path, groups, samples)."""
+    """((dataset, bucket), (digests, sample ids, file, lines)) -> duplicate parts:
+    (dataset, part, path, groups, samples)."""
 
     def __init__(self, plans: dict):
         super().__init__()

@@ -47,7 +47,8 @@ class FinalizeFn(beam.DoFn):
     def start_bundle(self):
         self._faults.start_bundle()
 
-    def process(self, ds, error, overflow_plans, stats, index_parts, dup_parts, shards):
+    def process(self, ds, error, packed_plans, stats, index_parts, dup_parts, shards):
+        overflow_plans = packed_plans.unpack()
         if error is not None:
             raise WorkerFailure(error)
         plan = self._plans[ds]

@@ -1,0 +1,68 @@
+"""Encode one rendered batch: every field segment of every sample in one tokenizer call,
+literal segments from the plan (encoded once on the driver), packed into numpy arrays.
+
+Plain Python with no Beam in it, so the same code runs inside the Tokenize DoFn or in a
+helper encoder process (see `encoder_pool`).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+
+def unk_details(tokenizer, texts_by_segment, seg_tokens, unk_id, literal_surfaces):
+    """Payload positions, segment indices and source chars of every UNK in one sample."""
+    positions, fields, chars = [], [], []
+    cursor = 0
+    for seg_index, tokens in enumerate(seg_tokens):
+        if unk_id in tokens:
+            local = [i for i, token in enumerate(tokens) if token == unk_id]
+            surfaces = literal_surfaces.get(seg_index)
+            if surfaces is None:
+                surfaces = tokenizer.surfaces(texts_by_segment[seg_index], local)
+            positions.extend(cursor + i for i in local)
+            fields.extend([seg_index] * len(local))
+            chars.extend(surfaces)
+        cursor += len(tokens)
+    return positions, fields, chars
+
+
+class BatchEncoder:
+    """One dataset's encoder: `encode(texts)` -> (lengths, tokens, unks) for a batch whose
+    `texts[i]` are sample i's rendered field values in template order."""
+
+    def __init__(self, plan, tokenizer):
+        self._plan = plan
+        self._tokenizer = tokenizer
+        self._dtype = np.uint16 if plan.token_dtype == "uint16" else np.uint32
+        self._literal_surfaces = {
+            i: tokenizer.surfaces(s.content, [k for k, t in enumerate(plan.literal_ids[i])
+                                              if t == plan.unk_id])
+            for i, s in enumerate(plan.template.segments)
+            if s.kind == "literal" and plan.unk_id in plan.literal_ids[i]}
+
+    def encode(self, texts: list[list[str]]):
+        """lengths: (samples, segments) int64; tokens: the flat payload of the whole batch;
+        unks: {sample index: (positions, segment indices, surfaces)} for samples with UNK."""
+        plan, tokenizer = self._plan, self._tokenizer
+        encoded = tokenizer.encode_many([t for row in texts for t in row])
+        m, n = len(texts), plan.n_segments
+        pieces = []
+        field_iter = iter(encoded)
+        for _ in range(m):
+            for literal in plan.literal_ids:
+                pieces.append(next(field_iter) if literal is None else literal)
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=m * n).reshape(m, n)
+        total = int(lengths.sum())
+        tokens = np.fromiter(itertools.chain.from_iterable(pieces), count=total, dtype=self._dtype)
+        unks = {}
+        if total and (tokens == plan.unk_id).any():
+            sample_of = np.repeat(np.arange(m), lengths.sum(axis=1))
+            for i in np.unique(sample_of[tokens == plan.unk_id]).tolist():
+                fields = iter(texts[i])
+                row_texts = [s.content if s.kind == "literal" else next(fields)
+                             for s in plan.template.segments]
+                unks[i] = unk_details(tokenizer, row_texts, pieces[i * n:(i + 1) * n],
+                                      plan.unk_id, self._literal_surfaces)
+        return lengths, tokens, unks

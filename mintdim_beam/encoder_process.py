@@ -1,0 +1,179 @@
+"""A helper process that encodes batches while the Beam worker renders the next ones.
+
+Why: sentencepiece holds the GIL for a whole batch call (its native threads only run
+the Viterbi part), so in one process nothing else moves while it encodes. The local
+default run is one in-process Beam worker; handing the encoding to a second process
+lets reading, JSON parsing, rendering and hashing run at the same time.
+
+The child is a plain `python -m mintdim_beam.encoder_process` (not multiprocessing), so
+it never re-imports the user's `__main__`. Requests and replies are length-prefixed
+pickles on its stdin/stdout, answered strictly in order; a writer thread feeds stdin so
+the caller never blocks while the child is busy.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+import traceback
+
+_HEADER = struct.Struct("<Q")
+
+
+def _write_message(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _read_message(stream):
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError
+    return pickle.loads(data)
+
+
+class EncoderProcessError(RuntimeError):
+    """The encoder process stopped or failed; carries its traceback text."""
+
+
+class EncoderProcess:
+    """Client side: `submit(ds, texts)` queues a batch, `collect()` returns the oldest
+    submitted batch's (lengths, tokens, unks), in submission order."""
+
+    def __init__(self, plans: dict, threads: int = 0):
+        """`threads`: native encoding threads in the child; 0 keeps the tokenizer's
+        default (every core)."""
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        if threads:
+            env["RAYON_NUM_THREADS"] = str(threads)  # Hugging Face tokenizers' thread pool
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "mintdim_beam.encoder_process", str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._requests: queue.Queue = queue.Queue()
+        self._outstanding = 0
+        self._write_error: BaseException | None = None
+        self._writer = threading.Thread(target=self._feed, name="mintdim-encoder-feed",
+                                        daemon=True)
+        self._writer.start()
+        self._requests.put(("plans", plans))
+
+    def _feed(self) -> None:
+        try:
+            while True:
+                message = self._requests.get()
+                if message is None:
+                    break
+                _write_message(self._proc.stdin, message)
+        except BaseException as exc:  # the child died: collect() reports it
+            self._write_error = exc
+        finally:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+
+    def submit(self, ds: int, texts: list) -> None:
+        self._outstanding += 1
+        self._requests.put(("encode", ds, texts))
+
+    @property
+    def outstanding(self) -> int:
+        return self._outstanding
+
+    def collect(self):
+        try:
+            status, payload = _read_message(self._proc.stdout)
+        except EOFError:
+            code = self._proc.wait()
+            raise EncoderProcessError(
+                f"the encoder process exited with code {code} before answering "
+                f"(killed for memory?); see its output above") from self._write_error
+        self._outstanding -= 1
+        if status == "error":
+            exc, text = payload
+            if isinstance(exc, BaseException):
+                exc.add_note(f"raised in the encoder process:\n{text}")
+                raise exc
+            raise EncoderProcessError(text)
+        return payload
+
+    def close(self) -> None:
+        """Stop the child: end of input makes it exit; unread replies are dropped."""
+        if self._proc.poll() is None:
+            self._requests.put(None)
+            self._writer.join(timeout=10)
+            try:
+                self._proc.stdout.close()
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._outstanding = 0
+
+
+def _serve(requests, replies, threads: int) -> None:
+    from .encode_batch import BatchEncoder
+    from .tokenizers import SentencePieceTokenizer, cached_tokenizer
+
+    if threads:
+        SentencePieceTokenizer.threads = threads
+
+    encoders, setup_error = {}, None
+    while True:
+        try:
+            message = _read_message(requests)
+        except EOFError:
+            return
+        if message[0] == "plans":
+            try:
+                encoders = {ds: BatchEncoder(p, cached_tokenizer(p.dataset.tokenizer_kind,
+                                                                   p.dataset.tokenizer_path))
+                            for ds, p in message[1].items()}
+            except Exception as exc:  # noqa: BLE001 - reported with the first batch
+                setup_error = _error_reply(exc)
+            continue
+        _, ds, texts = message
+        if setup_error is not None:
+            reply = setup_error
+        else:
+            try:
+                reply = ("ok", encoders[ds].encode(texts))
+            except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
+                reply = _error_reply(exc)
+        _write_message(replies, reply)
+
+
+def _error_reply(exc: Exception):
+    """The exception itself when it survives a pickle round trip, and its traceback."""
+    text = traceback.format_exc()
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001
+        exc = None
+    return ("error", (exc, text))
+
+
+def main() -> None:
+    # Replies own the real stdout; anything a library prints goes to stderr instead.
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    _serve(sys.stdin.buffer, replies, int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+
+
+if __name__ == "__main__":
+    main()

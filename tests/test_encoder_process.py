@@ -1,0 +1,110 @@
+"""Helper encoder processes: the same arrays as encoding in place, errors that reach the
+caller, a dead child reported, and no re-run of the user's unguarded script."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from mintdim_beam.config import Dataset, InputFile
+from mintdim_beam.encode_batch import BatchEncoder
+from mintdim_beam.encoder_process import EncoderProcess, EncoderProcessError
+from mintdim_beam.errors import MintDimFileNotFoundError
+from mintdim_beam.plan import prepare
+from mintdim_beam.tokenizers import load_tokenizer
+
+from conftest import REPO, encoder_helpers_of
+
+TEXTS = [["hello world", "the model reads 😀 字"], ["", "code python function"],
+         ["unit padding", "ü ÿ ☃ tokens"]]
+
+
+def _plan(tokenizer_kind: str, tokenizer_path: str):
+    dataset = Dataset(index=0, files=(InputFile(0, "in.jsonl", "in.jsonl"),), fields=("q", "a"),
+                      template="Q: {q} ☃\nA: {a}", template_file_index=0,
+                      tokenizer_kind=tokenizer_kind, tokenizer_given=tokenizer_path,
+                      tokenizer_path=tokenizer_path, sizes=(8, 64), build_batch=4,
+                      output_given="o", output_path="o", samples_per_shard=2)
+    return prepare(dataset)
+
+
+@pytest.mark.parametrize("kind,name,threads", [("sentencepiece", "sp.model", 0),
+                                               ("sentencepiece", "sp.model", 1),
+                                               ("hf_json", "hf_wordpiece.json", 1)])
+def test_helper_returns_what_encoding_in_place_returns(tokenizers_dir, kind, name, threads):
+    plan = _plan(kind, str(tokenizers_dir / name))
+    local = BatchEncoder(plan, load_tokenizer(kind, plan.dataset.tokenizer_path))
+    helper = EncoderProcess({0: plan}, threads=threads)
+    try:
+        for texts in (TEXTS, TEXTS[::-1]):
+            helper.submit(0, texts)
+        assert helper.outstanding == 2
+        for texts in (TEXTS, TEXTS[::-1]):  # replies come back in submission order
+            lengths, tokens, unks = helper.collect()
+            want_lengths, want_tokens, want_unks = local.encode(texts)
+            np.testing.assert_array_equal(lengths, want_lengths)
+            assert tokens.dtype == want_tokens.dtype
+            np.testing.assert_array_equal(tokens, want_tokens)
+            assert unks == want_unks and unks  # the texts do produce UNKs
+        assert helper.outstanding == 0
+    finally:
+        helper.close()
+    assert helper._proc.poll() is not None
+
+
+def test_an_error_in_the_helper_reaches_the_caller_with_its_class(tokenizers_dir, tmp_path):
+    model = tmp_path / "sp.model"
+    shutil.copy(tokenizers_dir / "sp.model", model)
+    plan = _plan("sentencepiece", str(model))
+    model.unlink()  # gone between planning and encoding
+    helper = EncoderProcess({0: plan})
+    try:
+        helper.submit(0, TEXTS)
+        with pytest.raises(MintDimFileNotFoundError) as caught:
+            helper.collect()
+        assert str(model) in str(caught.value)
+        assert any("raised in the encoder process" in note for note in caught.value.__notes__)
+    finally:
+        helper.close()
+
+
+def test_a_helper_that_dies_is_reported(tokenizers_dir):
+    helper = EncoderProcess({0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))})
+    try:
+        helper.submit(0, TEXTS)
+        helper.collect()
+        os.kill(helper._proc.pid, signal.SIGKILL)
+        helper.submit(0, TEXTS)
+        with pytest.raises(EncoderProcessError, match="exited with code -9"):
+            helper.collect()
+    finally:
+        helper.close()
+
+
+def test_an_unguarded_user_script_runs_once(tokenizers_dir, tmp_path):
+    """multiprocessing's spawn would import the user's __main__ again in every helper; a
+    script without `if __name__ == "__main__"` would then build again and again."""
+    (tmp_path / "in.jsonl").write_text('{"q": "hello", "a": "world"}\n' * 50, encoding="utf-8")
+    shutil.copy(tokenizers_dir / "sp.model", tmp_path / "sp.model")
+    script = tmp_path / "build.py"
+    script.write_text(textwrap.dedent("""
+        from mintdim_beam import pipeline
+        with open("runs.txt", "a") as handle:
+            handle.write("run\\n")
+        (pipeline("unit-build").source.jsonl(files=["in.jsonl"], fields=[["q", "a"]],
+                                            templates=["{q} {a}"])
+         .tokenizer.sentencepiece(files=["sp.model"]).units(sizes=[[16]], build_batch=[8])
+         .output.dir("out", samples_per_shard=[20])
+         .run(pipeline_options=["--runner=FnApiRunner", "--encoder_processes=2"]))
+    """))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "runs.txt").read_text() == "run\n"
+    assert len(list((tmp_path / "out").rglob("shard_*.bin"))) == 3
+    assert encoder_helpers_of(os.getpid()) == []
