@@ -21,6 +21,8 @@ import sys
 import threading
 import traceback
 
+from .tokenizers import read_tokenizer_file
+
 _HEADER = struct.Struct("<Q")
 
 
@@ -53,6 +55,14 @@ class EncoderProcess:
     def __init__(self, plans: dict, threads: int = 0):
         """`threads`: native encoding threads in the child; 0 keeps the tokenizer's
         default (every core)."""
+        # The tokenizer travels as bytes: the child may not see the parent's filesystems
+        # (memory://, credentials, a working directory set in-process).
+        tokenizer_files = {}
+        for plan in plans.values():
+            key = (plan.dataset.tokenizer_kind, plan.dataset.tokenizer_path)
+            if key not in tokenizer_files:
+                shown = plan.dataset.tokenizer_given
+                tokenizer_files[key] = (read_tokenizer_file(key[1], shown), shown)
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -67,7 +77,7 @@ class EncoderProcess:
         self._writer = threading.Thread(target=self._feed, name="mintdim-encoder-feed",
                                         daemon=True)
         self._writer.start()
-        self._requests.put(("plans", plans))
+        self._requests.put(("plans", plans, tokenizer_files))
 
     def _feed(self) -> None:
         try:
@@ -128,7 +138,7 @@ class EncoderProcess:
 
 def _serve(requests, replies, threads: int) -> None:
     from .encode_batch import BatchEncoder
-    from .tokenizers import SentencePieceTokenizer, cached_tokenizer
+    from .tokenizers import SentencePieceTokenizer, tokenizer_from_bytes
 
     if threads:
         SentencePieceTokenizer.threads = threads
@@ -140,10 +150,13 @@ def _serve(requests, replies, threads: int) -> None:
         except EOFError:
             return
         if message[0] == "plans":
+            _, plans, tokenizer_files = message
             try:
-                encoders = {ds: BatchEncoder(p, cached_tokenizer(p.dataset.tokenizer_kind,
-                                                                   p.dataset.tokenizer_path))
-                            for ds, p in message[1].items()}
+                tokenizers = {key: tokenizer_from_bytes(key[0], data, shown)
+                              for key, (data, shown) in tokenizer_files.items()}
+                encoders = {ds: BatchEncoder(p, tokenizers[p.dataset.tokenizer_kind,
+                                                           p.dataset.tokenizer_path])
+                            for ds, p in plans.items()}
             except Exception as exc:  # noqa: BLE001 - reported with the first batch
                 setup_error = _error_reply(exc)
             continue

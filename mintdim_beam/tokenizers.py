@@ -106,9 +106,17 @@ def load_tokenizer(kind: str, path: str, display_path: str | None = None):
     shown = display_path or path
     if kind not in KINDS:
         raise TokenizerValidationError(unsupported_format=True)
+    return tokenizer_from_bytes(kind, read_tokenizer_file(path, shown), shown)
+
+
+def read_tokenizer_file(path: str, shown: str) -> bytes:
     if not storage.exists(path):
         raise MintDimFileNotFoundError(context="tokenizer", missing_file=shown)
-    data = storage.read_bytes(path)
+    return storage.read_bytes(path)
+
+
+def tokenizer_from_bytes(kind: str, data: bytes, shown: str):
+    """A tokenizer from the file's bytes; `shown` names the file in errors."""
     try:
         if kind == "sentencepiece":
             return SentencePieceTokenizer(data, shown)

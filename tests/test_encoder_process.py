@@ -13,7 +13,7 @@ import pytest
 from mintdim_beam.config import Dataset, InputFile
 from mintdim_beam.encode_batch import BatchEncoder
 from mintdim_beam.encoder_process import EncoderProcess, EncoderProcessError
-from mintdim_beam.errors import MintDimFileNotFoundError
+from mintdim_beam.errors import TokenizerValidationError
 from mintdim_beam.plan import prepare
 from mintdim_beam.tokenizers import load_tokenizer
 
@@ -60,14 +60,31 @@ def test_an_error_in_the_helper_reaches_the_caller_with_its_class(tokenizers_dir
     model = tmp_path / "sp.model"
     shutil.copy(tokenizers_dir / "sp.model", model)
     plan = _plan("sentencepiece", str(model))
-    model.unlink()  # gone between planning and encoding
+    model.write_bytes(b"not a model")  # replaced between planning and encoding
     helper = EncoderProcess({0: plan})
     try:
         helper.submit(0, TEXTS)
-        with pytest.raises(MintDimFileNotFoundError) as caught:
+        with pytest.raises(TokenizerValidationError) as caught:
             helper.collect()
         assert str(model) in str(caught.value)
         assert any("raised in the encoder process" in note for note in caught.value.__notes__)
+    finally:
+        helper.close()
+
+
+def test_the_helper_gets_the_tokenizer_from_the_parent_not_the_path(tokenizers_dir, tmp_path):
+    """memory:// (or credentials, or a chdir) exists only in the parent process."""
+    import fsspec
+
+    url = "memory://helper-test/sp.model"
+    fsspec.filesystem("memory").pipe_file(url, (tokenizers_dir / "sp.model").read_bytes())
+    plan = _plan("sentencepiece", url)
+    helper = EncoderProcess({0: plan})
+    try:
+        helper.submit(0, TEXTS)
+        lengths, tokens, unks = helper.collect()
+        np.testing.assert_array_equal(tokens, BatchEncoder(
+            plan, load_tokenizer("sentencepiece", url)).encode(TEXTS)[1])
     finally:
         helper.close()
 
