@@ -65,6 +65,11 @@ def _json_list(values) -> str:
     return json.dumps(values, ensure_ascii=False) if values else "[]"
 
 
+def _int_list(values) -> str:
+    """json.dumps of a list of ints, without the encoder's generality."""
+    return f"[{', '.join(map(str, values))}]"
+
+
 @functools.lru_cache(maxsize=256)
 def _json_names(names: tuple) -> str:
     return json.dumps(list(names), ensure_ascii=False)
@@ -82,7 +87,7 @@ def sample_row(sample_id, digest, token_count, unit, source_file_json, source_li
 def unk_row(sample_id, digest, source_file_json, source_line, positions, fields, chars):
     return (f'{{"sample_id": {sample_id}, "hash": "{digest}", "source_file": {source_file_json}, '
             f'"source_line": {source_line}, "unk_count": {len(positions)}, '
-            f'"unk_positions": {_json_list(positions)}, "unk_field_indices": {_json_list(fields)}, '
+            f'"unk_positions": {_int_list(positions)}, "unk_field_indices": {_int_list(fields)}, '
             f'"unk_chars": {_json_list(chars)}}}\n')
 
 

@@ -162,3 +162,13 @@ def test_packed_side_input_round_trips_and_pickles_as_one_blob():
     assert packed.unpack() == value
     assert packed.unpack() is packed.unpack()  # unpickled once
     assert list(vars(pickle.loads(pickle.dumps(packed)))) == ["_blob", "_value"]
+
+
+def test_gather_index_concatenates_ranges():
+    import numpy as np
+
+    from mintdim_beam.transforms.assign import gather_index
+
+    starts, counts = np.array([5, 0, 9, 2]), np.array([3, 2, 0, 1])
+    assert gather_index(starts, counts).tolist() == [5, 6, 7, 0, 1, 2]
+    assert gather_index(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []

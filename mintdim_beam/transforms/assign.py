@@ -27,6 +27,12 @@ def hash_buckets(digests: list[str], buckets: int) -> np.ndarray:
     return (prefixes % np.uint64(buckets)).astype(np.int64)
 
 
+def gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Indices of [starts[i], starts[i] + counts[i]) for every i, concatenated."""
+    offsets = np.cumsum(counts) - counts
+    return np.arange(int(counts.sum())) + np.repeat(starts - offsets, counts)
+
+
 def declared_units(plans, element):
     """(dataset, chunk) -> Counter of declared units, for samples that fit them."""
     chunk_key, batch = element
@@ -175,11 +181,8 @@ class AssignFn(beam.DoFn):
                      line_arr[part])))
 
         # Records, grouped by (unit, shard); a batch's samples of one shard are contiguous.
-        token_owner = np.repeat(np.arange(len(units)), totals)
-        kept_token = (np.arange(len(tokens)) - starts[token_owner]) < keep[token_owner]
-        owner_unit = units[token_owner]
         for unit, members in members_by_unit.items():
-            payload = tokens[kept_token & (owner_unit == unit)]
+            payload = tokens[gather_index(starts[members], keep[members])]
             records = fmt.build_records(payload, lengths[members], unit, plan.magic,
                                         plan.pad_id, plan.token_dtype)
             member_shards, member_ranks = shards[members], ranks[members]
