@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import traceback
+import weakref
 
 from .tokenizers import read_tokenizer_file
 
@@ -73,26 +74,15 @@ class EncoderProcess:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._requests: queue.Queue = queue.Queue()
         self._outstanding = 0
-        self._write_error: BaseException | None = None
-        self._writer = threading.Thread(target=self._feed, name="mintdim-encoder-feed",
-                                        daemon=True)
+        self._write_errors: list = []
+        # The writer thread and the finalizer hold the queue and the process, never
+        # `self`: an abandoned client (a runner that drops a failed DoFn without
+        # teardown) is collected, and its child then sees end of input and exits.
+        self._writer = threading.Thread(target=_feed, name="mintdim-encoder-feed", daemon=True,
+                                        args=(self._requests, self._proc, self._write_errors))
         self._writer.start()
         self._requests.put(("plans", plans, tokenizer_files))
-
-    def _feed(self) -> None:
-        try:
-            while True:
-                message = self._requests.get()
-                if message is None:
-                    break
-                _write_message(self._proc.stdin, message)
-        except BaseException as exc:  # the child died: collect() reports it
-            self._write_error = exc
-        finally:
-            try:
-                self._proc.stdin.close()
-            except OSError:
-                pass
+        self._stop = weakref.finalize(self, _stop_child, self._requests, self._proc, self._writer)
 
     def submit(self, ds: int, texts: list) -> None:
         self._outstanding += 1
@@ -109,7 +99,8 @@ class EncoderProcess:
             code = self._proc.wait()
             raise EncoderProcessError(
                 f"the encoder process exited with code {code} before answering "
-                f"(killed for memory?); see its output above") from self._write_error
+                f"(killed for memory?); see its output above"
+            ) from (self._write_errors[0] if self._write_errors else None)
         self._outstanding -= 1
         if status == "error":
             exc, text = payload
@@ -119,21 +110,44 @@ class EncoderProcess:
             raise EncoderProcessError(text)
         return payload
 
+    @property
+    def closed(self) -> bool:
+        return not self._stop.alive
+
     def close(self) -> None:
         """Stop the child: end of input makes it exit; unread replies are dropped."""
-        if self._proc.poll() is None:
-            self._requests.put(None)
-            self._writer.join(timeout=10)
-            try:
-                self._proc.stdout.close()
-            except OSError:
-                pass
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        self._stop()
         self._outstanding = 0
+
+
+def _feed(requests: queue.Queue, proc: subprocess.Popen, errors: list) -> None:
+    try:
+        while True:
+            message = requests.get()
+            if message is None:
+                break
+            _write_message(proc.stdin, message)
+    except BaseException as exc:  # the child died: collect() reports it
+        errors.append(exc)
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+
+
+def _stop_child(requests: queue.Queue, proc: subprocess.Popen, writer: threading.Thread) -> None:
+    requests.put(None)
+    writer.join(timeout=10)
+    try:
+        proc.stdout.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _serve(requests, replies, threads: int) -> None:

@@ -125,3 +125,42 @@ def test_an_unguarded_user_script_runs_once(tokenizers_dir, tmp_path):
     assert (tmp_path / "runs.txt").read_text() == "run\n"
     assert len(list((tmp_path / "out").rglob("shard_*.bin"))) == 3
     assert encoder_helpers_of(os.getpid()) == []
+
+
+def test_split_points_cut_batches_into_balanced_contiguous_parts():
+    from mintdim_beam.transforms.tokenize import split_points
+
+    texts = [["a" * 10, "b" * 10]] * 6 + [["c" * 100, ""]] * 2
+    assert split_points(texts, 1) == [0, 8]
+    assert split_points(texts, 2) == [0, 6, 8]  # 126 chars (with one per row), then 202
+    assert split_points([["x"]], 4) == [0, 1]
+    assert split_points([], 2) == [0, 0]
+    parts = split_points([["y" * n] for n in range(1, 40)], 3)
+    assert parts[0] == 0 and parts[-1] == 39 and len(parts) == 4 and parts == sorted(set(parts))
+
+
+def test_merged_shares_equal_the_whole_batch_encoded_at_once(tokenizers_dir):
+    from mintdim_beam.transforms.tokenize import merge_shares, split_points
+
+    plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
+    encoder = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
+    texts = TEXTS * 5
+    parts = split_points(texts, 3)
+    assert len(parts) == 4
+    merged = merge_shares([encoder.encode(texts[a:b]) for a, b in zip(parts, parts[1:])], parts)
+    whole = encoder.encode(texts)
+    np.testing.assert_array_equal(merged[0], whole[0])
+    np.testing.assert_array_equal(merged[1], whole[1])
+    assert merged[2] == whole[2] and len(whole[2]) == len(texts)  # the literal has UNKs
+
+
+def test_an_abandoned_helper_stops_its_child(tokenizers_dir):
+    """A runner may drop a failed DoFn without calling teardown."""
+    import gc
+
+    helper = EncoderProcess({0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))})
+    helper.submit(0, TEXTS)
+    proc = helper._proc
+    del helper
+    gc.collect()
+    assert proc.wait(timeout=30) == 0

@@ -3,16 +3,17 @@
 Literal segments are constant, so their ids come from the plan (encoded once on the
 driver). The tokenizer loads once per worker process in `setup`.
 
-With helper encoder processes (the local default: one per core) batches go round-robin
-to the helpers and this worker keeps rendering; each batch leaves once the helpers have
-taken as many newer ones, and the rest leave at `finish_bundle`. Output order never
-matters downstream: batches carry their keys.
+With helper encoder processes (the local default: one per core) each batch is split
+among the helpers by text length while this worker renders the next one; a batch leaves
+once the next is submitted, the last at `finish_bundle`. Output order never matters
+downstream: batches carry their keys.
 """
 from __future__ import annotations
 
 from collections import deque
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.transforms.window import GlobalWindows
 
 from ..encode_batch import BatchEncoder
@@ -50,9 +51,8 @@ class TokenizeFn(beam.DoFn):
     def start_bundle(self):
         self._faults.start_bundle()
         self._pending = deque()
-        self._submitted = 0
         for i, helper in enumerate(self._helpers):
-            if helper.outstanding:
+            if helper.closed or helper.outstanding:
                 # A failed bundle left replies unread: start over with a fresh helper.
                 helper.close()
                 self._helpers[i] = self._new_helper()
@@ -64,11 +64,14 @@ class TokenizeFn(beam.DoFn):
             self._faults.check(chunk_key)
             yield _tokenized(chunk_key, batch, encoded)
             return
-        helper = self._helpers[self._submitted % len(self._helpers)]
-        self._submitted += 1
-        helper.submit(chunk_key[0], batch["texts"])
-        self._pending.append((chunk_key, batch, helper))
-        while len(self._pending) > len(self._helpers):
+        # Every helper encodes a share of every batch: no helper waits for the others
+        # at the end, and the first batch is back soonest.
+        texts = batch["texts"]
+        parts = split_points(texts, len(self._helpers))
+        for helper, (start, end) in zip(self._helpers, zip(parts, parts[1:])):
+            helper.submit(chunk_key[0], texts[start:end])
+        self._pending.append((chunk_key, batch, parts))
+        while len(self._pending) > 1:  # one batch in the helpers while we render the next
             yield self._collect()
 
     def finish_bundle(self):
@@ -80,10 +83,36 @@ class TokenizeFn(beam.DoFn):
             helper.close()
 
     def _collect(self):
-        chunk_key, batch, helper = self._pending.popleft()
-        encoded = helper.collect()
-        self._faults.check(chunk_key)  # with newer batches still in the helpers
-        return _tokenized(chunk_key, batch, encoded)
+        chunk_key, batch, parts = self._pending.popleft()
+        try:
+            shares = [helper.collect() for helper, _ in zip(self._helpers, parts[1:])]
+            self._faults.check(chunk_key)  # with the next batch still in the helpers
+        except BaseException:
+            for helper in self._helpers:  # their queues are out of step with ours now
+                helper.close()
+            raise
+        return _tokenized(chunk_key, batch, merge_shares(shares, parts))
+
+
+def split_points(texts: list, shares: int) -> list[int]:
+    """Sample boundaries [0, ..., len(texts)] that cut a batch into up to `shares`
+    contiguous parts of about equal text length."""
+    m = len(texts)
+    if m <= 1 or shares <= 1:
+        return [0, m]
+    sizes = np.cumsum([sum(map(len, row)) + 1 for row in texts])
+    cuts = np.searchsorted(sizes, sizes[-1] * np.arange(1, shares) / shares, side="right")
+    return [0] + sorted(set(int(c) for c in cuts if 0 < c < m)) + [m]
+
+
+def merge_shares(shares: list, parts: list[int]):
+    """The helpers' (lengths, tokens, unks) for consecutive parts -> one batch's."""
+    if len(shares) == 1:
+        return shares[0]
+    lengths = np.concatenate([share[0] for share in shares])
+    tokens = np.concatenate([share[1] for share in shares])
+    unks = {start + i: details for share, start in zip(shares, parts) for i, details in share[2].items()}
+    return lengths, tokens, unks
 
 
 class Tokenize(beam.PTransform):
