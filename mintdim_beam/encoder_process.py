@@ -182,7 +182,10 @@ def _serve(requests, replies, threads: int) -> None:
                 reply = ("ok", encoders[ds].encode(texts))
             except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
                 reply = _error_reply(exc)
-        _write_message(replies, reply)
+        try:
+            _write_message(replies, reply)
+        except BrokenPipeError:  # the client stopped listening: nothing left to do
+            return
 
 
 def _error_reply(exc: Exception):
