@@ -17,6 +17,7 @@ from .transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits, DecideO
                                 overflow_candidates)
 from .transforms.duplicates import DuplicateIndex
 from .transforms.finalize import Finalize, FirstError
+from .transforms.gather import ApplyToAll
 from .transforms.read import COUNTS, ReadJSONL
 from .transforms.render import ERRORS, Render
 from .transforms.stats import BuildStats
@@ -32,10 +33,8 @@ def _read_and_tokenize(p, plans: dict, ranges):
     batch_sizes = {ds: plan.dataset.build_batch for ds, plan in plans.items()}
     spread = not is_single_process(p.options)
     read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes, spread_batches=spread)
-    numbering = (read[COUNTS]
-                 | "AllRangeCounts" >> beam.combiners.ToDict()
-                 | "NumberLines" >> beam.Map(lambda counts: number_ranges(
-                     [datasets[d] for d in sorted(datasets)], counts)))
+    numbering = read[COUNTS] | "NumberLines" >> ApplyToAll(
+        lambda counts: number_ranges([datasets[d] for d in sorted(datasets)], dict(counts)))
     rendered = read["batches"] | "Render" >> Render(plans)
     tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(plans, encoder_processes(p.options))
     return numbering, rendered[ERRORS], tokenized
@@ -70,9 +69,8 @@ def expand_overflow_survey(p, plans: dict, ranges, result_path: str):
     numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges)
     candidates = (tokenized
                   | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
-                  | "AllCandidates" >> beam.combiners.ToList()
-                  | "Number" >> beam.Map(lambda c, num: number_candidates(c, datasets, num),
-                                         beam.pvalue.AsSingleton(numbering)))
+                  | "Number" >> ApplyToAll(lambda c, num: number_candidates(c, datasets, num),
+                                           beam.pvalue.AsSingleton(numbering)))
     error = bad_lines | "FirstError" >> FirstError(datasets, numbering)
 
     def save(cands, err):

@@ -20,7 +20,7 @@ class MintDimOptions(PipelineOptions):
         parser.add_argument("--encoder_processes", type=int, default=-1,
                             help="helper processes that encode batches while the worker renders "
                                  "the next ones; 0 encodes in the worker (default -1: one per "
-                                 "core for the local in-process run, else 0)")
+                                 "core, at most 8, for the local in-process run, else 0)")
 
 def default_flags() -> list[str]:
     """The fastest local run measured here: the in-process FnApiRunner. The tokenizers
@@ -41,6 +41,11 @@ def is_single_process(options: PipelineOptions) -> bool:
             and (direct.direct_num_workers or 1) == 1)
 
 
+# One worker reads, parses and renders about 100k samples/s here, while one encoder
+# process encodes about 10k: beyond this many, more helpers would wait for the worker.
+MAX_AUTO_ENCODERS = 8
+
+
 def encoder_processes(options: PipelineOptions) -> int:
     """Helper encoder processes per Tokenize instance (see `encoder_process`).
 
@@ -52,7 +57,7 @@ def encoder_processes(options: PipelineOptions) -> int:
     count = options.view_as(MintDimOptions).encoder_processes
     if count < 0:
         cores = os.cpu_count() or 1
-        return cores if is_single_process(options) and cores > 1 else 0
+        return min(cores, MAX_AUTO_ENCODERS) if is_single_process(options) and cores > 1 else 0
     return count
 
 

@@ -215,13 +215,13 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
     (as an error payload, or None) are written as JSON to the local `result_path`."""
     from .build import _read_and_tokenize
     from .transforms.finalize import FirstError
+    from .transforms.gather import ApplyToAll
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges)
     histograms = (tokenized
                   | "BatchCounts" >> beam.Map(batch_counts)
-                  | "HistogramPerDataset" >> beam.CombinePerKey(_CounterSum())
-                  | "AllHistograms" >> beam.combiners.ToDict())
+                  | "HistogramPerDataset" >> beam.CombinePerKey(_CounterSum()))
     error = bad_lines | "FirstError" >> FirstError(datasets, numbering)
 
     def save(hists, err):
@@ -233,7 +233,8 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
             json.dump(doc, handle)
         os.replace(tmp, result_path)  # a retried bundle rewrites the same document
 
-    return histograms | "Save" >> beam.Map(save, beam.pvalue.AsSingleton(error))
+    return histograms | "Save" >> ApplyToAll(lambda hists, err: save(dict(hists), err),
+                                             beam.pvalue.AsSingleton(error))
 
 
 def _prepare(raw: dict, doc_policies: tuple[str, str] = ("prompt", "prompt")):

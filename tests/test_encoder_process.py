@@ -164,3 +164,23 @@ def test_an_abandoned_helper_stops_its_child(tokenizers_dir):
     del helper
     gc.collect()
     assert proc.wait(timeout=30) == 0
+
+
+def test_helpers_default_to_the_cores_of_the_in_process_run_only(monkeypatch):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from mintdim_beam.options import MAX_AUTO_ENCODERS, encoder_processes
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert encoder_processes(PipelineOptions(["--runner=FnApiRunner"])) == 2
+    assert encoder_processes(PipelineOptions([])) == 2
+    assert encoder_processes(PipelineOptions([
+        "--runner=FnApiRunner", "--direct_running_mode=multi_processing",
+        "--direct_num_workers=2"])) == 0
+    assert encoder_processes(PipelineOptions(["--runner=PortableRunner"])) == 0
+    assert encoder_processes(PipelineOptions(["--runner=FnApiRunner", "--encoder_processes=0"])) == 0
+    assert encoder_processes(PipelineOptions(["--runner=PortableRunner", "--encoder_processes=3"])) == 3
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert encoder_processes(PipelineOptions(["--runner=FnApiRunner"])) == 0
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert encoder_processes(PipelineOptions(["--runner=FnApiRunner"])) == MAX_AUTO_ENCODERS

@@ -3,6 +3,7 @@ import dataclasses
 import hashlib
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -172,3 +173,22 @@ def test_gather_index_concatenates_ranges():
     starts, counts = np.array([5, 0, 9, 2]), np.array([3, 2, 0, 1])
     assert gather_index(starts, counts).tolist() == [5, 6, 7, 0, 1, 2]
     assert gather_index(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
+
+
+@pytest.mark.parametrize("runner", ["FnApiRunner", "BundleBasedDirectRunner"])
+def test_apply_to_all_sees_exactly_one_output_of_a_multi_output_pardo(runner):
+    """The BundleBasedDirectRunner once handed ApplyToAll every output's elements."""
+    from mintdim_beam.transforms.gather import ApplyToAll
+
+    def split(x):
+        yield beam.pvalue.TaggedOutput("side", ("s", x))
+        yield x
+
+    with TestPipeline(argv=[f"--runner={runner}"]) as p:
+        out = p | beam.Create([3, 1, 2]) | beam.ParDo(split).with_outputs("side", main="main")
+        total = out.side | "Side" >> ApplyToAll(lambda items: sorted(items))
+        assert_that(total, equal_to([[("s", 1), ("s", 2), ("s", 3)]]), label="side")
+        empty = (out.main | beam.Filter(lambda x: x > 10)
+                 | "Empty" >> ApplyToAll(lambda items, k: (len(items), k),
+                                         beam.pvalue.AsSingleton(p | "K" >> beam.Create(["k"]))))
+        assert_that(empty, equal_to([(0, "k")]), label="empty")

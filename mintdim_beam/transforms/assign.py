@@ -13,6 +13,7 @@ import numpy as np
 from .. import format as fmt
 from ..failures import PendingError
 from ..packed import Packed
+from .gather import ApplyToAll
 from ..units import Candidate, assign_declared, decide_overflows, truncated_lengths
 
 HASHES = "hashes"
@@ -214,8 +215,7 @@ class DecideOverflows(beam.PTransform):
         plans, datasets, choosers = self._plans, self._datasets, self._choosers
         return (tokenized
                 | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
-                | "AllCandidates" >> beam.combiners.ToList()
-                | "Decide" >> beam.Map(
+                | "Decide" >> ApplyToAll(
                     lambda cands, num: _decide(cands, plans, datasets, num, choosers),
                     beam.pvalue.AsSingleton(numbering)))
 
@@ -232,8 +232,7 @@ class UnitOffsets(beam.PTransform):
         plans = self._plans
         return (tokenized
                 | "CountDeclaredUnits" >> beam.Map(lambda e: declared_units(plans, e))
-                | "AllCounts" >> beam.combiners.ToList()
-                | "PrefixSums" >> beam.Map(_unit_offsets, beam.pvalue.AsSingleton(overflow_plans)))
+                | "PrefixSums" >> ApplyToAll(_unit_offsets, beam.pvalue.AsSingleton(overflow_plans)))
 
 
 class AssignUnits(beam.PTransform):

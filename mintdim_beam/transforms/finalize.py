@@ -11,6 +11,7 @@ from .. import format as fmt
 from .. import storage
 from ..failures import WorkerFailure, resolve
 from ..faults import BundleFaults
+from .gather import ApplyToAll
 
 _EMPTY_STATS = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
                 "unk_tokens": 0, "unit_distribution": {}}
@@ -33,10 +34,8 @@ class FirstError(beam.PTransform):
 
     def expand(self, pending):
         datasets = self._datasets
-        return (pending
-                | "AllErrors" >> beam.combiners.ToList()
-                | "First" >> beam.Map(lambda errs, num: first_error(errs, num, datasets),
-                                      beam.pvalue.AsSingleton(self._numbering)))
+        return pending | "First" >> ApplyToAll(lambda errs, num: first_error(errs, num, datasets),
+                                               beam.pvalue.AsSingleton(self._numbering))
 
 
 class FinalizeFn(beam.DoFn):

@@ -55,7 +55,7 @@ class ReadJSONL(beam.PTransform):
 
     def expand(self, pbegin):
         read = (pbegin
-                | "Ranges" >> beam.Create(self._ranges)
+                | "Ranges" >> beam.Create(self._ranges, reshuffle=False)
                 | "SpreadRanges" >> beam.Reshuffle()
                 | "ReadRanges" >> beam.ParDo(ReadRangeFn(self._batch_sizes)).with_outputs(
                     COUNTS, main="batches"))
