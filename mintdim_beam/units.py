@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -27,8 +27,9 @@ def assign_declared(sizes, token_counts: np.ndarray) -> np.ndarray:
     return table[np.searchsorted(np.asarray(sizes, dtype=np.int64), token_counts, side="left")]
 
 
-@dataclass(frozen=True)
-class Candidate:
+# Named tuples, not dataclasses: thousands of these are made, pickled into a side input
+# and unpickled by each consumer, and tuples do all three several times faster.
+class Candidate(NamedTuple):
     order: tuple  # sorts like sample_id
     sample_id: int
     token_count: int
@@ -36,8 +37,7 @@ class Candidate:
     source_line: int
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     action: str  # "fit" | "truncate" | "skip" | "extend"
     unit: int | None  # None for skip
     max_unit_size: int  # largest size known when decided
