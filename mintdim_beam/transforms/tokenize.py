@@ -4,8 +4,8 @@ Literal segments are constant, so their ids come from the plan (encoded once on 
 driver). The tokenizer loads once per worker process in `setup`.
 
 With helper encoder processes (the local default: one per core) each batch is split
-among the helpers by text length while this worker renders the next one; a batch leaves
-once the next is submitted, the last at `finish_bundle`. Output order never matters
+among the helpers by text length while this worker renders the next ones; a batch leaves
+once two newer ones are submitted, the last at `finish_bundle`. Output order never matters
 downstream: batches carry their keys.
 """
 from __future__ import annotations
@@ -71,7 +71,9 @@ class TokenizeFn(beam.DoFn):
         for helper, (start, end) in zip(self._helpers, zip(parts, parts[1:])):
             helper.submit(chunk_key[0], texts[start:end])
         self._pending.append((chunk_key, batch, parts))
-        while len(self._pending) > 1:  # one batch in the helpers while we render the next
+        # Two batches in the helpers: each has its next share queued while we collect
+        # and render, so none waits for us.
+        while len(self._pending) > 2:
             yield self._collect()
 
     def finish_bundle(self):
