@@ -23,8 +23,8 @@ class MintDimOptions(PipelineOptions):
                                  "core, at most 8, for the local in-process run, else 0)")
 
 def default_flags() -> list[str]:
-    """The fastest local run measured here: the in-process FnApiRunner. The tokenizers
-    encode each batch on every core with their own native threads; worker processes
+    """The fastest local run measured here: the in-process FnApiRunner, with helper
+    encoder processes (see `encoder_processes`). Beam's worker processes
     (multi_processing) were slower because every stage boundary is serialized between
     processes (see README, Throughput)."""
     return ["--runner=FnApiRunner"]
