@@ -2,8 +2,9 @@
 
 Why: sentencepiece holds the GIL for a whole batch call (its native threads only run
 the Viterbi part), so in one process nothing else moves while it encodes. The local
-default run is one in-process Beam worker; handing the encoding to a second process
-lets reading, JSON parsing, rendering and hashing run at the same time.
+default run is one in-process Beam worker; handing the encoding to helper processes
+(one per core, each encoding a share of every batch) lets reading, JSON parsing,
+rendering and hashing run at the same time, and the encoding use every core.
 
 The child is a plain `python -m mintdim_beam.encoder_process` (not multiprocessing), so
 it never re-imports the user's `__main__`. Requests and replies are length-prefixed
