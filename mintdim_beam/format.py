@@ -29,6 +29,7 @@ def unit_dir(size: int) -> str:
     return f"unit_{size}"
 
 
+@functools.lru_cache(maxsize=4096)  # called for every sample's index row
 def shard_name(size: int, shard: int) -> str:
     return f"unit_{size}/shard_{shard:06d}.bin"
 

@@ -149,12 +149,9 @@ class AssignFn(beam.DoFn):
         sample_ids, lines = sample_id_arr.tolist(), line_arr.tolist()
         unit_l, keep_l, shard_l = units.tolist(), keep.tolist(), shards.tolist()
         digests, empty, unks = batch["digests"], batch["empty"], batch["unks"]
-        shard_names = {}
-        for j in idx:
-            if (unit_l[j], shard_l[j]) not in shard_names:
-                shard_names[unit_l[j], shard_l[j]] = fmt.shard_name(unit_l[j], shard_l[j])
+        shard_name = fmt.shard_name
         sample_rows = [fmt.sample_row(sample_ids[j], digests[j], keep_l[j], unit_l[j], file_json,
-                                      lines[j], shard_names[unit_l[j], shard_l[j]], empty[j])
+                                      lines[j], shard_name(unit_l[j], shard_l[j]), empty[j])
                        for j in idx]
         unk_rows, unk_samples, unk_tokens = [], 0, 0
         for j in sorted(unks):
@@ -174,10 +171,11 @@ class AssignFn(beam.DoFn):
             buckets = -(-numbering.totals[ds] // dataset.samples_per_shard)
             bucket_of = hash_buckets([digests[j] for j in idx], buckets)
             order = np.argsort(bucket_of, kind="stable")
-            split = np.flatnonzero(np.diff(bucket_of[order])) + 1
-            for part in np.split(written[order], split):
+            sorted_buckets, by_bucket = bucket_of[order], written[order]
+            firsts = np.flatnonzero(np.diff(sorted_buckets, prepend=-1))
+            for first, part in zip(firsts.tolist(), np.split(by_bucket, firsts[1:])):
                 yield beam.pvalue.TaggedOutput(HASHES, (
-                    (ds, int(bucket_of[np.searchsorted(written, part[0])])),
+                    (ds, int(sorted_buckets[first])),
                     ([digests[j] for j in part.tolist()], sample_id_arr[part], file_pos,
                      line_arr[part])))
 
