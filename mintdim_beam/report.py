@@ -284,17 +284,25 @@ def _no_data(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="gray")
 
 
-def _plot_samples_per_unit(fig: dict) -> bytes:
-    figure, ax = _new_figure(f"Records per unit (total {fig['written_samples']})")
-    sizes = list(fig["samples_per_unit"])
-    labels = [str(s) for s in sizes]
-    bars = ax.bar(labels, list(fig["samples_per_unit"].values()), color="#4C72B0")
-    ax.bar_label(bars)
-    ax.set_xlabel("unit size (tokens)")
-    ax.set_ylabel("records")
-    if not sizes:
-        _no_data(ax, "no unit sizes")
+def _bar_chart(title: str, labels: list, values: list, color: str, xlabel: str, ylabel: str,
+               empty_text: str, rotate: bool = False) -> bytes:
+    """A labelled bar chart, or a "no data" note when there are no bars."""
+    figure, ax = _new_figure(title)
+    ax.bar_label(ax.bar(labels, values, color=color))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if rotate:
+        ax.tick_params(axis="x", labelrotation=30)
+    if not labels:
+        _no_data(ax, empty_text)
     return _png(figure)
+
+
+def _plot_samples_per_unit(fig: dict) -> bytes:
+    per_unit = fig["samples_per_unit"]
+    return _bar_chart(f"Records per unit (total {fig['written_samples']})",
+                      [str(s) for s in per_unit], list(per_unit.values()), "#4C72B0",
+                      "unit size (tokens)", "records", "no unit sizes")
 
 
 def _plot_token_counts(fig: dict) -> bytes:
@@ -345,17 +353,11 @@ def _plot_padding(fig: dict) -> bytes:
 
 
 def _plot_unk(fig: dict) -> bytes:
-    figure, ax = _new_figure(f"UNK tokens per template segment (total {fig['unk_tokens']})")
     rows = fig["unk_per_field"]
-    labels = [f"{r['segment_index']}: {r['segment_name']}" for r in rows]
-    bars = ax.bar(labels, [r["unk_tokens"] for r in rows], color="#8172B2")
-    ax.bar_label(bars)
-    ax.set_xlabel("segment (index: name)")
-    ax.set_ylabel("UNK tokens")
-    ax.tick_params(axis="x", labelrotation=30)
-    if not rows:
-        _no_data(ax, "no segments")
-    return _png(figure)
+    return _bar_chart(f"UNK tokens per template segment (total {fig['unk_tokens']})",
+                      [f"{r['segment_index']}: {r['segment_name']}" for r in rows],
+                      [r["unk_tokens"] for r in rows], "#8172B2", "segment (index: name)",
+                      "UNK tokens", "no segments", rotate=True)
 
 
 def _pngs(fig: dict) -> dict[str, bytes]:

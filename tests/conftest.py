@@ -143,3 +143,13 @@ def encoder_helpers_of(pid: int) -> list[int]:
         if b"mintdim_beam.encoder_process" in cmdline and int(fields[1]) == pid and fields[0] != "Z":
             found.append(int(entry))
     return found
+
+
+def copy_to_memory_fs(local_root: Path, url: str) -> None:
+    """Every file under `local_root` into fsspec's in-process memory filesystem at `url`."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for path in local_root.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"{url}/{path.relative_to(local_root).as_posix()}", path.read_bytes())

@@ -14,7 +14,7 @@ import pytest
 
 from mintdim_beam.report import write_report
 
-from conftest import IN_MEMORY, REPO, run_build, sentence, write_jsonl
+from conftest import IN_MEMORY, REPO, copy_to_memory_fs, run_build, sentence, write_jsonl
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("samples_per_unit", "token_counts", "padding_per_unit", "unk_per_field")
@@ -231,9 +231,7 @@ def test_report_of_golden_truncate_output(tmp_path):
 def test_report_reads_and_writes_fsspec_urls():
     fs = fsspec.filesystem("memory")
     base = "memory://report_test/out"
-    for path in GOLDEN_TRUNCATE.rglob("*"):
-        if path.is_file():
-            fs.pipe(f"{base}/{path.relative_to(GOLDEN_TRUNCATE).as_posix()}", path.read_bytes())
+    copy_to_memory_fs(GOLDEN_TRUNCATE, base)
     try:
         result = write_report(base)
         assert result["dest"] == f"{base}/report"

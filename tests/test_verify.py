@@ -15,7 +15,7 @@ from mintdim_beam import cli, errors
 from mintdim_beam import format as fmt
 from mintdim_beam.verify import Problem, VerifyResult, verify_output
 
-from conftest import REPO, run_build, sentence, write_jsonl
+from conftest import REPO, copy_to_memory_fs, run_build, sentence, write_jsonl
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_OUTPUTS = sorted(p for p in GOLDEN.glob("*/expected/*") if p.is_dir())
@@ -128,9 +128,7 @@ def test_golden_outputs_are_all_found():
 def test_verify_reads_fsspec_urls(built):
     fs = fsspec.filesystem("memory")
     root = "/verify_url_case"
-    for path in built.rglob("*"):
-        if path.is_file():
-            fs.pipe(f"{root}/{path.relative_to(built).as_posix()}", path.read_bytes())
+    copy_to_memory_fs(built, f"memory://{root}")
     try:
         result = verify_output(f"memory://{root}")
         assert result.ok, [str(p) for p in result.problems]
