@@ -1,9 +1,10 @@
 """ApplyToAll: one function over every element of a small PCollection, once.
 
-Why not `combiners.ToList()`: CombineGlobally adds a default-value branch and its own
-stages (about nine transforms each). Reading the collection as a list side input of a
-single element does the same in two, yields exactly once even when the collection is
-empty, and keeps the many small bookkeeping steps of a build cheap to plan and run.
+Why not `combiners.ToList()`: CombineGlobally brings a GroupByKey, a default-value
+branch and their stages. Reading the collection as a list side input of a single
+element needs no GroupByKey, yields exactly once even when the collection is empty,
+and keeps the small bookkeeping steps of a build cheap to plan and run (replacing four
+of them, with one reshuffle fewer, took a build from 65 to 49 leaf transforms).
 Only for collections that fit in memory: range counts, overflow candidates, errors.
 """
 from __future__ import annotations
