@@ -25,8 +25,9 @@ from .transforms.tokenize import Tokenize
 from .transforms.write import WriteIndexParts, WriteShards
 
 
-def _read_and_tokenize(p, plans: dict, ranges):
-    """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts."""
+def _read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
+    """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts.
+    `warm_key`: helper encoder processes the driver already started (`warm_helpers`)."""
     from .options import encoder_processes, is_single_process
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
@@ -36,14 +37,15 @@ def _read_and_tokenize(p, plans: dict, ranges):
     numbering = read[COUNTS] | "NumberLines" >> ApplyToAll(
         lambda counts: number_ranges([datasets[d] for d in sorted(datasets)], dict(counts)))
     rendered = read["batches"] | "Render" >> Render(plans)
-    tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(plans, encoder_processes(p.options))
+    tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(
+        plans, encoder_processes(p.options), warm_key)
     return numbering, rendered[ERRORS], tokenized
 
 
-def expand_unit_build(p, plans: dict, ranges, choosers: dict):
+def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | None = None):
     """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges)
+    numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges, warm_key)
     overflow_plans = (tokenized, numbering) | "DecideOverflows" >> DecideOverflows(
         plans, datasets, choosers)
     offsets = (tokenized, overflow_plans) | "UnitOffsets" >> UnitOffsets(plans)

@@ -253,6 +253,7 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
     (plans, {dataset index: {token_count: samples}}). Raises the build's error classes:
     config errors before any work, bad input lines (phase "build") after the pass."""
     from .failures import recover
+    from .frozen_heap import frozen_heap
     from .options import make_options, range_bytes
     from .source import plan_ranges
 
@@ -262,7 +263,7 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
     with tempfile.TemporaryDirectory(prefix="mintdim-plan-") as scratch:
         result_path = os.path.join(scratch, "histograms.json")
         try:
-            with beam.Pipeline(options=options) as p:
+            with frozen_heap(), beam.Pipeline(options=options) as p:
                 expand_histograms(p, plans, ranges, result_path)
         except BaseException as exc:
             error = recover(exc)

@@ -17,8 +17,11 @@ from .build import expand_overflow_survey, expand_unit_build
 from .config import resolve_datasets
 from .errors import (OutputValidationError, PipelineValidationError,
                      TemplateTokenizerError, error_from_payload)
+from .encoder_process import warm_helpers
 from .failures import recover
-from .options import is_local, make_options, range_bytes, runner_name, waits
+from .frozen_heap import frozen_heap
+from .options import (encoder_processes, is_local, is_single_process, make_options,
+                      range_bytes, runner_name, waits)
 from .plan import prepare
 from .prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
 from .source import plan_ranges
@@ -55,7 +58,7 @@ def _survey_and_ask(plans, ranges, options) -> dict:
     """Interactive overflow: a planning pass finds overflows, then the user decides."""
     with tempfile.TemporaryDirectory(prefix="mintdim-survey-") as scratch:
         result_path = os.path.join(scratch, "survey.pkl")
-        with beam.Pipeline(options=options) as p:
+        with frozen_heap(), beam.Pipeline(options=options) as p:
             expand_overflow_survey(p, plans, ranges, result_path)
         with open(result_path, "rb") as handle:
             survey = pickle.load(handle)
@@ -149,15 +152,19 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
         log(f"start output={plan.dataset.output_given} files={len(plan.dataset.files)} "
             f"units={','.join(map(str, plan.dataset.sizes))} "
             f"build_batch={plan.dataset.build_batch} runner={runner_name(options)}")
+    # Helpers for an in-process worker start now, while the pipeline is built.
+    early_helpers = encoder_processes(options) if is_single_process(options) else 0
     try:
-        p = beam.Pipeline(options=options)
-        expand_unit_build(p, plans, ranges, choosers)
-        pipeline_result = p.run()
-        if not waits(options):
-            log(f"submitted ({runner_name(options)}); the job finalizes its outputs itself")
-            return [{"output_dir": plan.dataset.output_given, "state": "submitted"}
-                    for plan in plans.values()], pipeline_result
-        pipeline_result.wait_until_finish()
+        with warm_helpers(plans, early_helpers) as warm_key:
+            p = beam.Pipeline(options=options)
+            expand_unit_build(p, plans, ranges, choosers, warm_key)
+            with frozen_heap():
+                pipeline_result = p.run()
+                if not waits(options):
+                    log(f"submitted ({runner_name(options)}); the job finalizes its outputs itself")
+                    return [{"output_dir": plan.dataset.output_given, "state": "submitted"}
+                            for plan in plans.values()], pipeline_result
+                pipeline_result.wait_until_finish()
     except BaseException as exc:
         error = recover(exc)
         reason = f"{type(error or exc).__name__}: {error or exc}"

@@ -184,3 +184,45 @@ def test_helpers_default_to_the_cores_of_the_in_process_run_only(monkeypatch):
     assert encoder_processes(PipelineOptions(["--runner=FnApiRunner"])) == 0
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert encoder_processes(PipelineOptions(["--runner=FnApiRunner"])) == MAX_AUTO_ENCODERS
+
+
+def test_warm_helpers_are_handed_out_once_and_the_rest_stopped(tokenizers_dir):
+    from mintdim_beam.encoder_process import adopt_warm, warm_helpers
+
+    plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
+    local = BatchEncoder(plans[0], load_tokenizer("sentencepiece", plans[0].dataset.tokenizer_path))
+    with warm_helpers(plans, 3) as key:
+        assert len(encoder_helpers_of(os.getpid())) == 3
+        first = adopt_warm(key, 1)
+        assert len(first) == 1 and adopt_warm("another build", 2) == []
+        first[0].submit(0, TEXTS)  # an adopted helper works like a fresh one
+        np.testing.assert_array_equal(first[0].collect()[1], local.encode(TEXTS)[1])
+    # the two nobody adopted are stopped with the block; the adopted one is ours to close
+    assert len(encoder_helpers_of(os.getpid())) == 1
+    first[0].close()
+    assert encoder_helpers_of(os.getpid()) == []
+    with warm_helpers(plans, 0) as key:
+        assert adopt_warm(key, 2) == [] and encoder_helpers_of(os.getpid()) == []
+
+
+def test_the_heap_is_frozen_for_the_block_only_unless_the_caller_froze_it():
+    import gc
+
+    from mintdim_beam.frozen_heap import frozen_heap
+
+    assert gc.get_freeze_count() == 0
+    with frozen_heap():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(KeyError):
+        with frozen_heap():
+            raise KeyError("a failed run")
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with frozen_heap():
+            pass
+        assert gc.get_freeze_count() == frozen  # the caller's own freeze is left alone
+    finally:
+        gc.unfreeze()

@@ -93,6 +93,22 @@ def test_same_bytes_across_runners_and_range_sizes(corpus, reference, monkeypatc
     assert encoder_helpers_of(os.getpid()) == []  # helper encoder processes were stopped
 
 
+def test_the_in_process_run_adopts_the_helpers_the_driver_started(corpus, reference, monkeypatch):
+    """Helpers start before the pipeline is built; Tokenize starts none of its own."""
+    import gc
+
+    from mintdim_beam.transforms import tokenize
+
+    started_in_setup = []
+    real = tokenize.start_helpers
+    monkeypatch.setattr(tokenize, "start_helpers",
+                        lambda plans, count: started_in_setup.append(count) or real(plans, count))
+    out, _ = _build(corpus, "early_helpers", IN_MEMORY + ["--encoder_processes=2"], monkeypatch)
+    assert started_in_setup == [0]
+    _assert_clean_and_equal(out, reference[0])
+    assert encoder_helpers_of(os.getpid()) == [] and gc.get_freeze_count() == 0
+
+
 @pytest.mark.slow
 def test_portable_runner_with_external_worker_pool(corpus, reference, monkeypatch, portable_flags):
     out, _ = _build(corpus, "portable_4KiB", portable_flags + ["--input_range_bytes=4096"], monkeypatch)

@@ -1,7 +1,9 @@
 """Tokenize: every field segment of a whole batch in one tokenizer call.
 
 Literal segments are constant, so their ids come from the plan (encoded once on the
-driver). The tokenizer loads once per worker process in `setup`.
+driver). The tokenizer loads once per worker process in `setup`, or once per helper:
+helpers the driver started before building the pipeline (`warm_helpers`) are adopted,
+so their start-up overlaps the planning instead of the first batches.
 
 With helper encoder processes (the local default: one per core) each batch is split
 among the helpers by text length while this worker renders the next ones; a batch leaves
@@ -17,7 +19,7 @@ import numpy as np
 from apache_beam.transforms.window import GlobalWindows
 
 from ..encode_batch import BatchEncoder
-from ..encoder_process import EncoderProcess
+from ..encoder_process import EncoderProcess, adopt_warm, helper_threads, start_helpers
 from ..faults import BundleFaults
 from ..tokenizers import cached_tokenizer
 
@@ -33,20 +35,22 @@ def _tokenized(chunk_key, batch, encoded):
 class TokenizeFn(beam.DoFn):
     """One tokenizer call per batch, here or in helper encoder processes."""
 
-    def __init__(self, plans: dict, encoder_processes: int = 0):
+    def __init__(self, plans: dict, encoder_processes: int = 0, warm_key: str | None = None):
         self._plans = plans
         self._encoder_processes = encoder_processes
+        self._warm_key = warm_key  # helpers the driver started early (`warm_helpers`)
         self._faults = BundleFaults("tokenize")
 
     def setup(self):
-        self._helpers = [self._new_helper() for _ in range(self._encoder_processes)]
+        count = self._encoder_processes
+        self._helpers = adopt_warm(self._warm_key, count) if count else []
+        self._helpers += start_helpers(self._plans, count - len(self._helpers))
         self._encoders = {} if self._helpers else {
             ds: BatchEncoder(p, cached_tokenizer(p.dataset.tokenizer_kind, p.dataset.tokenizer_path))
             for ds, p in self._plans.items()}
 
     def _new_helper(self) -> EncoderProcess:
-        # Several helpers share the cores: each encodes with one native thread.
-        return EncoderProcess(self._plans, threads=1 if self._encoder_processes > 1 else 0)
+        return EncoderProcess(self._plans, helper_threads(self._encoder_processes))
 
     def start_bundle(self):
         self._faults.start_bundle()
@@ -120,11 +124,12 @@ def merge_shares(shares: list, parts: list[int]):
 class Tokenize(beam.PTransform):
     """Rendered batches -> token ids, segment lengths and UNK details per sample."""
 
-    def __init__(self, plans: dict, encoder_processes: int = 0):
+    def __init__(self, plans: dict, encoder_processes: int = 0, warm_key: str | None = None):
         super().__init__()
         self._plans = plans
         self._encoder_processes = encoder_processes
+        self._warm_key = warm_key
 
     def expand(self, rendered):
         return rendered | "EncodeSegments" >> beam.ParDo(
-            TokenizeFn(self._plans, self._encoder_processes))
+            TokenizeFn(self._plans, self._encoder_processes, self._warm_key))
