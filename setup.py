@@ -22,5 +22,5 @@ setup(
         "gcp": ["gcsfs>=2024.6.0"],
         "aws": ["s3fs>=2024.6.0"],
     },
-    entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:main"]},
+    entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:console_main"]},
 )

@@ -1,10 +1,11 @@
 """The three things the benchmark times, each run in its own process:
 
   bound      json parse + encoding every template segment, batched, one process
-  ours       mintdim-beam's default local build (or the Beam flags given)
+  ours       mintdim-beam's default local build, `mintdim-beam build CONFIG` (or the
+             Beam flags given); ours_api: the same through the Python API
   reference  mintdim 0.2.1's sequential build (run with a Python that has it)
 
-usage: python targets.py {bound|ours|reference} CORPUS KIND TOKENIZER [OUT] [flags...]
+usage: python targets.py {bound|ours|ours_api|reference} CORPUS KIND TOKENIZER [OUT] [flags...]
 """
 import json
 import sys
@@ -55,6 +56,35 @@ def _job(pipeline, corpus, kind, tokenizer, out):
 
 
 def ours(corpus, kind, tokenizer, out, *flags):
+    """`mintdim-beam build CONFIG [flags]`, what a user runs: the console script's own
+    entry (`console_main`) in this process, with the config the API job below means."""
+    import contextlib
+    import io
+    import os
+    import tempfile
+
+    from mintdim_beam.cli import console_main
+
+    config = {"source": {"files": [corpus], "fields": [FIELDS], "templates": [TEMPLATE]},
+              "tokenizer": {"type": kind, "files": [tokenizer]},
+              "units": {"sizes": [SIZES], "build_batch": [BATCH]},
+              "output": {"dir": out, "samples_per_shard": [20000]},
+              "on_template_unk": "continue", "on_overflow": "truncate"}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(config, handle)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            code = console_main(["build", handle.name, *flags])
+    finally:
+        os.unlink(handle.name)
+    if code:
+        raise SystemExit(code)
+    return json.loads(printed.getvalue())["outputs"][0]
+
+
+def ours_api(corpus, kind, tokenizer, out, *flags):
+    """The same build through the Python API (`pipeline(...).run()`)."""
     from mintdim_beam import pipeline
 
     result = _job(pipeline, corpus, kind, tokenizer, out).run(
@@ -73,6 +103,7 @@ def reference(corpus, kind, tokenizer, out):
 if __name__ == "__main__":
     target, *args = sys.argv[1:]
     start = time.perf_counter()
-    result = {"bound": bound, "ours": ours, "reference": reference}[target](*args)
+    result = {"bound": bound, "ours": ours, "ours_api": ours_api,
+              "reference": reference}[target](*args)
     result["inner_seconds"] = time.perf_counter() - start
     print(json.dumps(result))

@@ -101,5 +101,22 @@ def main(argv=None) -> int:
     return 2
 
 
+def before_exit() -> None:
+    """For a process that ends right after the command: freezing the heap skips the
+    interpreter's last full garbage collection over Beam's modules and the finished
+    pipeline (0.23 s -> 0.05 s of exit after a 100k build here); the operating system
+    frees that memory anyway. Never for in-process callers, whose heap lives on."""
+    import gc
+
+    gc.freeze()
+
+
+def console_main(argv=None) -> int:
+    """The `mintdim-beam` command: `main`, then `before_exit`."""
+    code = main(argv)
+    before_exit()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

@@ -4,7 +4,7 @@
 import os
 import sys
 
-from mintdim_beam.cli import main
+from mintdim_beam.cli import before_exit, main
 
 
 def run(argv=None) -> int:
@@ -15,4 +15,6 @@ def run(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    code = run()
+    before_exit()
+    sys.exit(code)

@@ -62,3 +62,15 @@ def test_missing_config_and_unknown_keys_exit_2(tmp_path):
     config = _config(tmp_path, extra_key=1)
     proc = _run(["mintdim-beam", "build", str(config)])
     assert proc.returncode == 2 and "extra_key" in proc.stderr
+
+
+def test_the_command_leaves_its_heap_to_the_os_but_main_does_not(tmp_path):
+    """`console_main` (the console script, `python -m mintdim_beam.cli`) freezes the heap
+    before the process exits; `main`, which tests and embedders call, never does."""
+    probe = ("import gc, sys\n"
+             "from mintdim_beam import cli\n"
+             "code = getattr(cli, sys.argv[1])(['verify', sys.argv[2]])\n"
+             "print(code, gc.get_freeze_count() > 0)\n")
+    for entry, frozen in (("main", False), ("console_main", True)):
+        proc = _run([sys.executable, "-c", probe, entry, str(tmp_path / "missing")])
+        assert proc.stdout.splitlines()[-1].split() == ["1", str(frozen)], proc.stderr
