@@ -77,27 +77,45 @@ def first_line_start(handle, start: int) -> int | None:
         pos += len(block)
 
 
-def read_range_lines(handle, start: int, end: int) -> list[bytes]:
-    """The physical lines (without terminators) whose first byte lies in [start, end)."""
+# Lines are read in blocks this size: the first batch of a range leaves after one block,
+# not after the whole range (64 MiB by default) is in memory.
+_READ_BLOCK = 1 << 20
+
+
+def iter_range_lines(handle, start: int, end: int, block: int = _READ_BLOCK):
+    """The physical lines (without terminators) whose first byte lies in [start, end),
+    as they are read. Terminators are those of `bytes.splitlines`: \\n, \\r and \\r\\n."""
     first = first_line_start(handle, start)
     if first is None or first >= end:
-        return []
+        return
     handle.seek(first)
-    data = handle.read(end - first)
-    if data and data[-1:] not in (b"\n", b"\r"):
-        # The last line runs past `end`: read on to its terminator (or EOF).
-        tail = []
-        while True:
-            block = handle.read(_BLOCK)
-            if not block:
-                break
-            match = _TERMINATOR.search(block)
-            if match:
-                tail.append(block[:match.start()])
-                break
-            tail.append(block)
-        data += b"".join(tail)
-    return data.splitlines()
+    pos, carry = first, b""  # carry: the line that starts at `pos`, maybe not complete
+    while pos < end:
+        chunk = handle.read(block)
+        if not chunk:
+            if carry:
+                yield _without_terminator(carry)  # the file's last line
+            return
+        lines = (carry + chunk).splitlines(keepends=True)
+        # Unless it ends in '\\n', the last line may go on in the next block (a '\\r'
+        # may be the first half of '\\r\\n').
+        carry = b"" if lines[-1].endswith(b"\n") else lines.pop()
+        for line in lines:
+            if pos >= end:
+                return
+            pos += len(line)
+            yield _without_terminator(line)
+
+
+def _without_terminator(line: bytes) -> bytes:
+    if line.endswith(b"\r\n"):
+        return line[:-2]
+    return line[:-1] if line.endswith((b"\n", b"\r")) else line
+
+
+def read_range_lines(handle, start: int, end: int, block: int = _READ_BLOCK) -> list[bytes]:
+    """`iter_range_lines` as a list."""
+    return list(iter_range_lines(handle, start, end, block))
 
 
 class Numbering(dict):

@@ -13,11 +13,11 @@ def python_lines(data: bytes) -> list[bytes]:
     return [line.rstrip("\n").encode("latin-1") for line in text]
 
 
-def ranged_lines(data: bytes, size: int) -> list[bytes]:
+def ranged_lines(data: bytes, size: int, block: int = 1 << 20) -> list[bytes]:
     handle = io.BytesIO(data)
     out = []
     for start in range(0, max(len(data), 1), size):
-        out.extend(read_range_lines(handle, start, min(start + size, len(data))))
+        out.extend(read_range_lines(handle, start, min(start + size, len(data)), block))
     return out
 
 
@@ -28,9 +28,11 @@ EDGE_CASES = [
 
 
 @pytest.mark.parametrize("data", EDGE_CASES)
-def test_edge_cases_every_range_size(data):
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 20])
+def test_edge_cases_every_range_size(data, block):
+    """Lines are read block by block: a line or a '\\r\\n' may straddle two blocks."""
     for size in range(1, len(data) + 2):
-        assert ranged_lines(data, size) == python_lines(data), (data, size)
+        assert ranged_lines(data, size, block) == python_lines(data), (data, size, block)
 
 
 def test_random_files_every_range_size():
@@ -39,7 +41,8 @@ def test_random_files_every_range_size():
         data = bytes(rng.choice(b"ab \r\n\r\n") for _ in range(rng.randint(0, 40)))
         expected = python_lines(data)
         for size in (1, 2, 3, 5, 8, 13, 64):
-            assert ranged_lines(data, size) == expected, (data, size)
+            for block in (1, 2, 5, 1 << 20):
+                assert ranged_lines(data, size, block) == expected, (data, size, block)
 
 
 def test_first_line_start_skips_the_line_feed_of_a_split_crlf():
@@ -62,3 +65,16 @@ def test_numbering_restarts_lines_per_file_and_runs_ids_across_files():
     offsets = number_ranges([_Dataset(0, 2), _Dataset(1, 1)], counts)
     assert offsets == {(0, 0, 0): (0, 0), (0, 0, 1): (5, 3), (0, 1, 0): (0, 7),
                        (1, 0, 0): (0, 0)}
+
+
+def test_lines_of_a_range_come_as_they_are_read():
+    """A range's first batch can leave before the rest of the range is read."""
+    from mintdim_beam.source import iter_range_lines
+
+    data = b"".join(b'{"q": "%d"}\n' % i for i in range(10000))
+    handle = io.BytesIO(data)
+    lines = iter_range_lines(handle, 0, len(data), block=4096)
+    assert next(lines) == b'{"q": "0"}'
+    assert handle.tell() <= 4096
+    assert [next(lines) for _ in range(2)] == [b'{"q": "1"}', b'{"q": "2"}']
+    assert len(list(lines)) == 9997
