@@ -42,6 +42,11 @@ def json_document(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=2)
 
 
+def record_bytes(unit: int, n_segments: int, bytes_per_token: int) -> int:
+    """Bytes of one record of `unit`: magic, the segment lengths, the padded payload."""
+    return (1 + n_segments + unit) * bytes_per_token
+
+
 def build_records(tokens: np.ndarray, lengths: np.ndarray, unit: int, magic: int,
                   pad_id: int, dtype: str) -> np.ndarray:
     """Records `[magic][len_0..len_n-1][payload padded to unit]`, one row per sample.

@@ -187,7 +187,9 @@ class AssignFn(beam.DoFn):
             member_shards, member_ranks = shards[members], ranks[members]
             bounds = np.flatnonzero(np.diff(member_shards)) + 1
             for part in np.split(np.arange(len(members)), bounds):
-                yield (ds, unit, int(member_shards[part[0]])), (int(member_ranks[part[0]]), records[part])
+                # bytes, not arrays: Beam's coder copies them as they are, the writer joins them
+                yield (ds, unit, int(member_shards[part[0]])), (int(member_ranks[part[0]]),
+                                                                records[part].tobytes())
 
         if sample_rows:
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
 
 from .. import format as fmt
@@ -36,17 +35,16 @@ class WriteShardFn(beam.DoFn):
     def process(self, element):
         (ds, unit, shard), pieces = element
         plan = self._plans[ds]
-        ordered = sorted(pieces, key=lambda piece: piece[0])
-        records = np.concatenate([records for _, records in ordered])
-        self._group_records.update(len(records))
-        data = records.tobytes()
+        data = b"".join(records for _, records in sorted(pieces, key=lambda piece: piece[0]))
+        samples = len(data) // fmt.record_bytes(unit, plan.n_segments, plan.bytes_per_token)
+        self._group_records.update(samples)
         out = plan.dataset.output_path
         self._faults.check((ds, unit, shard), before_raise=lambda: storage.write_partial_temp(
             data[: len(data) // 2], out))
         storage.write_atomic(storage.join(out, fmt.shard_name(unit, shard)), data, out)
-        for line in fmt.shard_progress_lines(shard, len(records), len(data), unit):
+        for line in fmt.shard_progress_lines(shard, samples, len(data), unit):
             print(line, file=sys.stderr, flush=True)
-        yield ds, unit, shard, len(records)
+        yield ds, unit, shard, samples
 
 
 class WriteShards(beam.PTransform):
