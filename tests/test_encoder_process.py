@@ -226,3 +226,21 @@ def test_the_heap_is_frozen_for_the_block_only_unless_the_caller_froze_it():
         assert gc.get_freeze_count() == frozen  # the caller's own freeze is left alone
     finally:
         gc.unfreeze()
+
+
+def test_every_helper_of_a_tokenize_step_gets_one_native_thread(tokenizers_dir):
+    """Adopted or started in `setup`, several helpers share the cores: one thread each,
+    also when `setup` adopts fewer warm helpers than it needs and starts the rest."""
+    from mintdim_beam.encoder_process import warm_helpers
+    from mintdim_beam.transforms.tokenize import TokenizeFn
+
+    plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
+    with warm_helpers(plans, 2) as key:
+        tokenize = TokenizeFn(plans, 3, key)
+        tokenize.setup()  # adopts the two warm helpers, starts a third
+        try:
+            assert len({h._proc.pid for h in tokenize._helpers}) == 3
+            assert [h._proc.args[-1] for h in tokenize._helpers] == ["1"] * 3
+        finally:
+            tokenize.teardown()
+    assert encoder_helpers_of(os.getpid()) == []

@@ -101,8 +101,8 @@ def test_the_in_process_run_adopts_the_helpers_the_driver_started(corpus, refere
 
     started_in_setup = []
     real = tokenize.start_helpers
-    monkeypatch.setattr(tokenize, "start_helpers",
-                        lambda plans, count: started_in_setup.append(count) or real(plans, count))
+    monkeypatch.setattr(tokenize, "start_helpers", lambda plans, count, threads: (
+        started_in_setup.append(count) or real(plans, count, threads)))
     out, _ = _build(corpus, "early_helpers", IN_MEMORY + ["--encoder_processes=2"], monkeypatch)
     assert started_in_setup == [0]
     _assert_clean_and_equal(out, reference[0])

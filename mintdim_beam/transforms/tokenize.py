@@ -44,7 +44,8 @@ class TokenizeFn(beam.DoFn):
     def setup(self):
         count = self._encoder_processes
         self._helpers = adopt_warm(self._warm_key, count) if count else []
-        self._helpers += start_helpers(self._plans, count - len(self._helpers))
+        self._helpers += start_helpers(self._plans, count - len(self._helpers),
+                                       helper_threads(count))
         self._encoders = {} if self._helpers else {
             ds: BatchEncoder(p, cached_tokenizer(p.dataset.tokenizer_kind, p.dataset.tokenizer_path))
             for ds, p in self._plans.items()}
