@@ -2,8 +2,8 @@
 that retries bundles (the BundleBasedDirectRunner does, up to 4 attempts; Dataflow and
 Flink do too) must produce the same bytes as a clean build.
 
-Enabled by MINTDIM_FAULTS="stage[,stage...]@DIR" with stages `tokenize`, `write` and `finalize` (which fails after writing
-the manifest, before removing the temporary parts);
+Enabled by MINTDIM_FAULTS="stage[,stage...]@DIR" with stages `tokenize`, `write` and
+`finalize` (which fails after writing the manifest, before removing the temporary parts);
 DIR holds one marker per failed first attempt, so the failure happens once per element
 across processes. Unset in normal runs: then `maybe_fail` is one dict lookup.
 """

@@ -22,6 +22,7 @@ class MintDimOptions(PipelineOptions):
                                  "the next ones; 0 encodes in the worker (default -1: one per "
                                  "core, at most 8, for the local in-process run, else 0)")
 
+
 def default_flags() -> list[str]:
     """The fastest local run measured here: the in-process FnApiRunner, with helper
     encoder processes (see `encoder_processes`). Beam's worker processes

@@ -89,17 +89,21 @@ def iter_range_lines(handle, start: int, end: int, block: int = _READ_BLOCK):
     if first is None or first >= end:
         return
     handle.seek(first)
-    pos, carry = first, b""  # carry: the line that starts at `pos`, maybe not complete
+    pos, carry = first, []  # carry: the pieces of the line that starts at `pos`
     while pos < end:
         chunk = handle.read(block)
         if not chunk:
             if carry:
-                yield _without_terminator(carry)  # the file's last line
+                yield _without_terminator(b"".join(carry))  # the file's last line
             return
-        lines = (carry + chunk).splitlines(keepends=True)
+        if (carry and not carry[-1].endswith(b"\r")
+                and chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0):
+            carry.append(chunk)  # a long line goes on: joined once, when it ends
+            continue
+        lines = b"".join(carry + [chunk]).splitlines(keepends=True)
         # Unless it ends in '\\n', the last line may go on in the next block (a '\\r'
         # may be the first half of '\\r\\n').
-        carry = b"" if lines[-1].endswith(b"\n") else lines.pop()
+        carry = [] if lines[-1].endswith(b"\n") else [lines.pop()]
         for line in lines:
             if pos >= end:
                 return
