@@ -2,7 +2,7 @@
 literal segments from the plan (encoded once on the driver), packed into numpy arrays.
 
 Plain Python with no Beam in it, so the same code runs inside the Tokenize DoFn or in a
-helper encoder process (see `encoder_pool`).
+helper encoder process (see `encoder_process`).
 """
 from __future__ import annotations
 
@@ -57,9 +57,10 @@ class BatchEncoder:
         total = int(lengths.sum())
         tokens = np.fromiter(itertools.chain.from_iterable(pieces), count=total, dtype=self._dtype)
         unks = {}
-        if total and (tokens == plan.unk_id).any():
+        unk_at = np.flatnonzero(tokens == plan.unk_id)
+        if len(unk_at):
             sample_of = np.repeat(np.arange(m), lengths.sum(axis=1))
-            for i in np.unique(sample_of[tokens == plan.unk_id]).tolist():
+            for i in np.unique(sample_of[unk_at]).tolist():
                 fields = iter(texts[i])
                 row_texts = [s.content if s.kind == "literal" else next(fields)
                              for s in plan.template.segments]
