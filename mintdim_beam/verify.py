@@ -24,12 +24,14 @@ import numpy as np
 
 from . import format as fmt
 from . import storage
+from .plan import DTYPES
+from .template import LITERAL_NAME
 
 SUMMARY_FILES = (fmt.MANIFEST, fmt.LENGTH_FIELD, fmt.HISTOGRAM, fmt.STATS)
 INDEX_FILES = (fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE_INDEX)
 REPORT_DIR = "report"  # written by `mintdim-beam report`; allowed, not checked
-MAGICS = {"uint16": 65535, "uint32": 4294967295}
-BYTES_PER_TOKEN = {"uint16": 2, "uint32": 4}
+MAGICS = {name: magic for name, magic, _ in DTYPES}
+BYTES_PER_TOKEN = {name: width for name, _, width in DTYPES}
 OVERFLOW_ACTIONS = ("truncate", "skip", "extend")
 
 SAMPLE_KEYS = ["sample_id", "hash", "token_count", "unit_size", "source_file", "source_line",
@@ -48,7 +50,7 @@ LENGTH_FIELD_KEYS = ["magic", "sequence_template", "length_fields", "token_dtype
 MANIFEST_KEYS = ["pipeline", "mintdim_version", "tokenizer", "token_storage",
                  "sequence_template", "length_field_metadata", "units", "source", "output"]
 
-_SHARD = re.compile(r"shard_(\d{6})\.bin")
+_SHARD = re.compile(r"shard_(\d{6,})\.bin")  # at least 6 digits, as `fmt.shard_name` writes
 _UNIT = re.compile(r"unit_(\d+)")
 _HASH = re.compile(r"[0-9a-f]{64}")
 CHUNK_SLOTS = 1 << 22  # token slots per numpy chunk (8 MiB of uint16)
@@ -74,7 +76,9 @@ class Problem:
 class VerifyResult:
     out: str
     problems: list[Problem] = field(default_factory=list)
-    problem_count: int = 0   # all problems found; `problems` holds the first max_problems
+    # problems found, each repeated kind once (its entry says how many more like it);
+    # `problems` holds the first max_problems
+    problem_count: int = 0
     records: int = 0         # records in the shards
     shards: int = 0
     units: int = 0           # unit directories (manifest units.sizes)
@@ -92,7 +96,7 @@ class VerifyResult:
         if self.ok:
             return (f"verify {self.out}: OK, {self.records} records, {self.shards} shards, "
                     f"{self.units} units ({self.units_with_records} with records), "
-                    f"{self.tokens} tokens, {self.bytes / (1024 * 1024):.1f} MiB, "
+                    f"{self.tokens} tokens, {fmt.format_mib(self.bytes)}, "
                     f"{self.seconds:.2f} s")
         shown = len(self.problems)
         more = f", first {shown} shown" if shown < self.problem_count else ""
@@ -368,7 +372,7 @@ class _Verifier:
             self.p.add(fmt.MANIFEST, None, f"tokenizer.vocab_size {vocab!r} is not a positive int")
             usable = False
         elif dtype in MAGICS:
-            want = "uint16" if vocab <= MAGICS["uint16"] else "uint32" if vocab <= MAGICS["uint32"] else None
+            want = next((name for name, magic, _ in DTYPES if vocab <= magic), None)
             if want != dtype:
                 self.p.add(fmt.MANIFEST, None, f"vocab_size {vocab} needs token dtype {want}, "
                            f"manifest says {dtype}")
@@ -397,12 +401,12 @@ class _Verifier:
             return False
         self.vocab, self.unk_id, self.pad_id = vocab, unk, pad
         self.dtype_name, self.dtype = dtype, fmt.NP_DTYPES[dtype]
-        self.bpt, self.magic = self.dtype.itemsize, MAGICS[dtype]
+        self.bpt, self.magic = BYTES_PER_TOKEN[dtype], MAGICS[dtype]
         self.template, self.n = template, len(template)
         self.sizes, self.S = list(sizes), per_shard
         self.source_files = {f: i for i, f in enumerate(files) if isinstance(f, str)}
         self.result.units = len(self.sizes)
-        self.field_segments = [s for s in template if s != "token_template"]
+        self.field_segments = [s for s in template if s != LITERAL_NAME]
         self._empty_cache: dict = {}
         self._length_field()
         return True
@@ -489,7 +493,7 @@ class _Verifier:
             if top in unit_of:
                 size = unit_of[top]
                 match = _SHARD.fullmatch(parts[1]) if len(parts) == 2 else None
-                if match:
+                if match and fmt.shard_name(size, int(match.group(1))) == rel:
                     self.shard_files[size][int(match.group(1))] = rel
                 elif len(parts) == 2 and parts[1] == fmt.EMPTY_UNIT:
                     empty_notice.add(size)
@@ -498,21 +502,14 @@ class _Verifier:
                 else:
                     self.p.add(rel, None, f"unexpected file in {top}/")
                 continue
-            if top in reported_tops:
-                continue
             reported_tops.add(top)
-            if _UNIT.fullmatch(top):
-                self.p.add(top, None, f"unit directory not listed in manifest.json units.sizes "
-                           f"{self.sizes}")
-            else:
-                self.p.add(top, None, "unexpected directory in the output directory")
-        for rel in sorted(self.dirs):
-            if ("/" not in rel and rel not in unit_of and rel not in (tmp_top, REPORT_DIR)
-                    and rel not in reported_tops):
-                reported_tops.add(rel)
-                self.p.add(rel, None, ("unit directory not listed in manifest.json units.sizes"
-                                       if _UNIT.fullmatch(rel) else
-                                       "unexpected directory in the output directory"))
+        # Directories with files (above) or empty ones, each reported once.
+        reported_tops |= {rel for rel in self.dirs if "/" not in rel and rel not in unit_of
+                          and rel not in (tmp_top, REPORT_DIR)}
+        for top in sorted(reported_tops):
+            self.p.add(top, None, (f"unit directory not listed in manifest.json units.sizes "
+                                   f"{self.sizes}" if _UNIT.fullmatch(top) else
+                                   "unexpected directory in the output directory"))
         for size in self.sizes:
             udir = fmt.unit_dir(size)
             shards = self.shard_files[size]
@@ -808,9 +805,14 @@ class _Verifier:
                            key=(rel, "truncate"))
             return
         new = row.get("new_unit_size")
-        if new != count:
-            self.p.add(rel, line, f"new_unit_size {new!r} is not the sample's token_count {count}",
-                       key=(rel, "extend"))
+        # The policy extends to the token count; the prompt lets a user pick a larger size.
+        if not _is_int(new) or new < count:
+            self.p.add(rel, line, f"new_unit_size {new!r} does not hold the sample's "
+                       f"token_count {count}", key=(rel, "extend"))
+        if sample is not None and sample[1]["token_count"] != count:
+            self.p.add(fmt.SAMPLE_INDEX, sample[0], f"extended sample has token_count "
+                       f"{sample[1]['token_count']}, not its overflow row's {count}",
+                       key=(rel, "extend_count"))
         if _is_int(new) and new not in known:
             if new not in self.sizes:
                 self.p.add(rel, line, f"new_unit_size {new} is not in manifest.json units.sizes",
@@ -907,10 +909,10 @@ class _Verifier:
     def _guess_unit(self, rel: str, size: int, own: int) -> str:
         """For a shard whose records do not fit: the unit whose records it looks like."""
         for other in self.sizes:
-            width = 1 + self.n + other
-            if other == own or size % (width * self.bpt):
+            width, rec_bytes = 1 + self.n + other, fmt.record_bytes(other, self.n, self.bpt)
+            if other == own or size % rec_bytes:
                 continue
-            records = size // (width * self.bpt)
+            records = size // rec_bytes
             if self.local:
                 heads = np.memmap(self._path(rel), dtype=self.dtype, mode="r",
                                   shape=(records, width))[:, 0]
@@ -941,8 +943,7 @@ class _Verifier:
 
     def _scan_shard(self, unit: int, k: int, rel: str, last: bool, unks) -> None:
         n, S = self.n, self.S
-        width = 1 + n + unit
-        rec_bytes = width * self.bpt
+        width, rec_bytes = 1 + n + unit, fmt.record_bytes(unit, n, self.bpt)
         size = self.files[rel]
         self.result.bytes += size
         records, extra = divmod(size, rec_bytes)
@@ -961,12 +962,12 @@ class _Verifier:
         damaged = False  # some record's contents do not fit this unit
         kept = []
         for a, chunk in self._chunks(rel, records, width):
-            sums, bad = self._check_records(rel, unit, a, chunk)
+            sums, inside, bad = self._check_records(rel, unit, a, chunk)
             damaged = damaged or bad
             keep = min(chunk.shape[0], max(0, S - a))  # rows that are unit records k*S + i
             if keep:
                 kept.append(sums[:keep])
-                self._check_unks(rel, unit, k * S + a, a, chunk[:keep], sums[:keep], unks)
+                self._check_unks(rel, k * S + a, a, chunk[:keep], inside[:keep], unks)
         if kept:
             self.record_sums[unit][k] = np.concatenate(kept)
         if damaged and not extra:
@@ -976,7 +977,8 @@ class _Verifier:
 
     def _check_records(self, rel: str, unit: int, a: int, chunk: np.ndarray):
         """Magic, lengths, padding and token range of records a.. of a shard, vectorized.
-        Returns the records' segment-length sums and whether any record is damaged."""
+        Returns the records' segment-length sums, which payload slots hold their tokens,
+        and whether any record is damaged."""
         n = self.n
         bad_magic = np.flatnonzero(chunk[:, 0] != self.magic)
         if bad_magic.size:
@@ -1007,9 +1009,9 @@ class _Verifier:
             self.p.add(rel, a + r, f"payload token {int(payload[r, j])} at position {j} is not "
                        f"below vocab_size {self.vocab} (the magic is never a token)",
                        key=(rel, "vocab"), count=int(bad_tok.size))
-        return sums, bool(bad_magic.size or bad_len.size or bad_pad.size or bad_tok.size)
+        return sums, inside, bool(bad_magic.size or bad_len.size or bad_pad.size or bad_tok.size)
 
-    def _check_unks(self, rel, unit, first, a, chunk, sums, unks) -> None:
+    def _check_unks(self, rel, first, a, chunk, inside, unks) -> None:
         """Records first.. of the unit (rows a.. of the shard): each listed UNK position
         holds unk_id inside the segment it names, and no other payload token is unk_id."""
         n = self.n
@@ -1017,8 +1019,7 @@ class _Verifier:
         c = chunk.shape[0]
         lo, hi = np.searchsorted(unk_k, [first, first + c]) if unk_k.size else (0, 0)
         payload = chunk[:, 1 + n:]
-        inside = np.arange(unit)[None, :] < sums[:, None]
-        have = ((payload == self.unk_id) & inside).sum(axis=1)
+        have = np.count_nonzero((payload == self.unk_id) & inside, axis=1)
         want = np.bincount(unk_k[lo:hi] - first, minlength=c)
         diff = np.flatnonzero(have != want)
         if diff.size:
@@ -1042,7 +1043,7 @@ class _Verifier:
         if bad.size:
             b = bad[0]
             where = (f"is in segment {int(segment[b])}" if segment[b] < n else
-                     f"is past the record's {int(sums[rows[b]])}-token payload")
+                     f"is past the record's {int(ends[b, -1])}-token payload")
             self.p.add(fmt.UNK_INDEX, int(unk_l[lo + b]), f"position {int(pos[b])} {where} "
                        f"of record {a + int(rows[b])} in {rel}, unk_field_indices says "
                        f"{int(unk_f[lo + b])}", key=("unk", "field"), count=int(bad.size))
@@ -1090,10 +1091,8 @@ class _Verifier:
     def _summaries(self) -> None:
         distribution = {str(u): self.records[u] for u in self.sizes if self.records[u]}
         histogram = self._doc(fmt.HISTOGRAM)
-        if histogram is not None and histogram != distribution:
-            self._dict_diff(fmt.HISTOGRAM, "", histogram, distribution, "records per unit")
-        elif histogram is not None and list(histogram) != list(distribution):
-            self.p.add(fmt.HISTOGRAM, None, "sizes are not in ascending order")
+        if histogram is not None:
+            self._unit_counts(fmt.HISTOGRAM, "", histogram, distribution)
         stats = self._doc(fmt.STATS)
         if stats is None:
             return
@@ -1115,21 +1114,24 @@ class _Verifier:
             elif stats[key] != value or type(stats[key]) is not type(value):
                 self.p.add(fmt.STATS, None, f"{key} is {stats[key]!r} but {source} gives {value!r}")
         dist = stats.get("unit_distribution")
-        if dist != distribution:
-            if isinstance(dist, dict):
-                self._dict_diff(fmt.STATS, "unit_distribution ", dist, distribution,
-                                "records per unit")
-            else:
-                self.p.add(fmt.STATS, None, f"unit_distribution {dist!r} is not an object")
-        elif list(dist) != list(distribution):
-            self.p.add(fmt.STATS, None, "unit_distribution sizes are not in ascending order")
+        if isinstance(dist, dict):
+            self._unit_counts(fmt.STATS, "unit_distribution ", dist, distribution)
+        else:
+            self.p.add(fmt.STATS, None, f"unit_distribution {dist!r} is not an object")
 
-    def _dict_diff(self, rel, label, have: dict, want: dict, source: str) -> None:
-        for key in sorted(set(have) | set(want), key=lambda k: (len(k), k)):
-            if have.get(key) != want.get(key):
-                self.p.add(rel, None, f"{label}{key!r}: {have.get(key)!r}, but the shards hold "
-                           f"{want.get(key, 0)} {source}" + (" (a unit with no record has no "
-                                                             "entry)" if key not in want else ""))
+    def _unit_counts(self, rel, label, have: dict, want: dict) -> None:
+        """{size: records} in `rel` against the shards': values, int type, size order."""
+        if have != want:
+            for key in sorted(set(have) | set(want), key=lambda k: (len(k), k)):
+                if have.get(key) != want.get(key):
+                    self.p.add(rel, None, f"{label}{key!r}: {have.get(key)!r}, but the shards "
+                               f"hold {want.get(key, 0)} records per unit"
+                               + (" (a unit with no record has no entry)"
+                                  if key not in want else ""))
+        elif not all(_is_int(v) for v in have.values()):
+            self.p.add(rel, None, f"{label}record counts {list(have.values())} are not all ints")
+        elif list(have) != list(want):
+            self.p.add(rel, None, f"{label}sizes are not in ascending order")
 
 
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+from mintdim_beam.verify import verify_output
+
 from conftest import write_jsonl
 
 CHILD = textwrap.dedent("""
@@ -53,6 +55,9 @@ def test_overflow_prompt_extend_once_then_skip_all(tmp_path, tokenizers_dir):
     assert rows[0]["new_unit_size"] == 200
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["outputs"][0]["sizes"] == [8, 16, 200]
+    # a size picked larger than the sample's token count is a valid build
+    check = verify_output(str(tmp_path / "out"))
+    assert check.ok, [str(p) for p in check.problems]
 
 
 def test_overflow_prompt_truncate_only_then_skip_all(tmp_path, tokenizers_dir):
@@ -64,6 +69,8 @@ def test_overflow_prompt_truncate_only_then_skip_all(tmp_path, tokenizers_dir):
     assert [(r["sample_id"], r["action"]) for r in rows] == [(1, "truncate"), (3, "skip"), (4, "skip")]
     samples = [json.loads(l)["sample_id"] for l in (tmp_path / "out/sample_index.jsonl").read_text().splitlines()]
     assert samples == [0, 1, 2]
+    check = verify_output(str(tmp_path / "out"))
+    assert check.ok, [str(p) for p in check.problems]
 
 
 def test_template_unk_prompt_yes_continues_and_no_aborts(tmp_path, tokenizers_dir):

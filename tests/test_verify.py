@@ -302,6 +302,15 @@ def test_empty_unit_notice_must_match_shards(out):
     assert [p.file for p in problems] == [f"unit_16/{fmt.EMPTY_UNIT}"]
 
 
+def test_shard_name_must_be_the_one_the_build_writes(out):
+    """`shard_0000001.bin` is shard 1 by number but not by name: it is not that shard."""
+    (out / fmt.shard_name(16, 1)).rename(out / "unit_16/shard_0000001.bin")
+    problems = verify_output(str(out)).problems
+    assert ("unit_16/shard_0000001.bin", "unexpected file in unit_16/") in [
+        (p.file, p.what) for p in problems]
+    assert any(p.file == fmt.shard_name(16, 1) and "numbered 0.." in p.what for p in problems)
+
+
 def test_gap_in_shard_numbering(out):
     (out / fmt.shard_name(16, 1)).unlink()
     result = verify_output(str(out))
@@ -364,6 +373,18 @@ def test_histogram_disagreeing_with_shards(out):
     (out / fmt.HISTOGRAM).write_text(fmt.json_document(histogram), "utf-8")
     problems = verify_output(str(out)).problems
     assert [p.file for p in problems] == [fmt.HISTOGRAM] and "'16'" in problems[0].what
+
+
+def test_record_counts_must_be_ints(out):
+    """59.0 == 59 in Python, but a float is not the count the build writes."""
+    histogram = json.loads((out / fmt.HISTOGRAM).read_text())
+    (out / fmt.HISTOGRAM).write_text(fmt.json_document({k: float(v) for k, v in histogram.items()}))
+    stats = json.loads((out / fmt.STATS).read_text())
+    stats["unit_distribution"] = {k: float(v) for k, v in stats["unit_distribution"].items()}
+    (out / fmt.STATS).write_text(fmt.json_document(stats))
+    problems = verify_output(str(out)).problems
+    assert [(p.file, "are not all ints" in p.what) for p in problems] == [
+        (fmt.HISTOGRAM, True), (fmt.STATS, True)]
 
 
 def test_manifest_disagreeing_with_length_field(out):
