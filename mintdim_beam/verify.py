@@ -549,11 +549,22 @@ class _Verifier:
         unit_sizes = set(self.sizes)
         sources = self.source_files
         shard_set = self.shard_set
-        want_shards: dict = {}
         unk = _Cursor(self._jsonl(fmt.UNK_INDEX, UNK_KEYS, render=self._unk_text),
                       fmt.UNK_INDEX, self.p)
         over = _Cursor(self._jsonl(fmt.OVERFLOW_INDEX, OVERFLOW_KEYS, ("new_unit_size",)),
                        fmt.OVERFLOW_INDEX, self.p)
+
+        def rows_before(sid) -> None:
+            """Overflow and UNK rows of samples before `sid`, which have no sample row."""
+            while over.sid < sid:
+                self._overflow_row(*over.head, known, None)
+                over.advance()
+            while unk.sid < sid:
+                u_line, u_row = unk.head
+                p.add(fmt.UNK_INDEX, u_line, f"sample_id {u_row['sample_id']} has no "
+                      "sample_index.jsonl row", key=("unk", "orphan"))
+                unk.advance()
+
         samples_with_unk = unk_tokens = tokens = rows = 0
         last_sid, last_source = -1, (-1, 0)
         for line, row in self._jsonl(rel, SAMPLE_KEYS, render=self._sample_text):
@@ -592,10 +603,7 @@ class _Verifier:
             rows += 1
             tokens += count
 
-            # overflow rows up to this sample (the ones before it have no sample row)
-            while over.sid < sid:
-                self._overflow_row(*over.head, known, None)
-                over.advance()
+            rows_before(sid)
             if over.sid == sid:
                 self._overflow_row(*over.head, known, (line, row))
                 over.advance()
@@ -620,9 +628,7 @@ class _Verifier:
                 k = len(counts)
                 counts.append(count)
                 self.row_lines[unit].append(line)
-                want = want_shards.get((unit, k // S))
-                if want is None:
-                    want = want_shards[(unit, k // S)] = fmt.shard_name(unit, k // S)
+                want = fmt.shard_name(unit, k // S)  # lru_cached
                 shard_path = row["shard_path"]
                 if shard_path != want:
                     self._shard_path_problem(line, shard_path, unit, k, want)
@@ -634,25 +640,13 @@ class _Verifier:
                 member = members.pop(sid, None)
                 if member is not None:
                     self._member(sid, member, row)
-            while unk.sid < sid:
-                u_line, u_row = unk.head
-                p.add(fmt.UNK_INDEX, u_line, f"sample_id {u_row['sample_id']} has no "
-                      "sample_index.jsonl row", key=("unk", "orphan"))
-                unk.advance()
             if unk.sid == sid:
                 positions = self._unk_row(*unk.head, row, unit, k)
                 if positions:
                     samples_with_unk += 1
                     unk_tokens += positions
                 unk.advance()
-        while over.head is not None:
-            self._overflow_row(*over.head, known, None)
-            over.advance()
-        while unk.head is not None:
-            u_line, u_row = unk.head
-            p.add(fmt.UNK_INDEX, u_line, f"sample_id {u_row['sample_id']} has no "
-                  "sample_index.jsonl row", key=("unk", "orphan"))
-            unk.advance()
+        rows_before(_Cursor.END)
         for sid, (_, _, _, dup_line) in sorted(members.items()):
             p.add(fmt.DUPLICATE_INDEX, dup_line, f"member sample_id {sid} has no "
                   "sample_index.jsonl row", key=("dup", "orphan"))
