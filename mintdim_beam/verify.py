@@ -283,19 +283,21 @@ class _Verifier:
                                key=(rel, "canonical"))
                 yield line, row
 
-    def _sample_text(self, row: dict) -> str:
+    def _quoted_source(self, row: dict) -> str:
+        """The row's source_file as a JSON string, computed once per file name."""
         name = row["source_file"]
         quoted = self._quoted.get(name)
         if quoted is None:
             quoted = self._quoted[name] = fmt.json_string(name)
+        return quoted
+
+    def _sample_text(self, row: dict) -> str:
+        quoted = self._quoted_source(row)
         return fmt.sample_row(row["sample_id"], row["hash"], row["token_count"], row["unit_size"],
                               quoted, row["source_line"], row["shard_path"], row["empty_fields"])
 
     def _unk_text(self, row: dict) -> str:
-        name = row["source_file"]
-        quoted = self._quoted.get(name)
-        if quoted is None:
-            quoted = self._quoted[name] = fmt.json_string(name)
+        quoted = self._quoted_source(row)
         if row["unk_count"] != len(row["unk_positions"]):
             return ""
         return fmt.unk_row(row["sample_id"], row["hash"], quoted, row["source_line"],
