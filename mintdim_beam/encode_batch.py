@@ -67,3 +67,14 @@ class BatchEncoder:
                 unks[i] = unk_details(tokenizer, row_texts, pieces[i * n:(i + 1) * n],
                                       plan.unk_id, self._literal_surfaces)
         return lengths, tokens, unks
+
+
+def split_points(texts: list, shares: int) -> list[int]:
+    """Sample boundaries [0, ..., len(texts)] that cut a batch into up to `shares`
+    contiguous parts of about equal text length."""
+    m = len(texts)
+    if m <= 1 or shares <= 1:
+        return [0, m]
+    sizes = np.cumsum([sum(map(len, row)) + 1 for row in texts])
+    cuts = np.searchsorted(sizes, sizes[-1] * np.arange(1, shares) / shares, side="right")
+    return [0] + sorted(set(int(c) for c in cuts if 0 < c < m)) + [m]

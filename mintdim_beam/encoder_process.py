@@ -10,6 +10,11 @@ The child is a plain `python -m mintdim_beam.encoder_process` (not multiprocessi
 it never re-imports the user's `__main__`. Requests and replies are length-prefixed
 pickles on its stdin/stdout, answered strictly in order; a writer thread feeds stdin so
 the caller never blocks while the child is busy.
+
+Head start: helpers the driver starts before Beam loads (`warm_helpers`) read, render and
+encode their shares of the first batches themselves until the first request arrives.
+A request whose texts equal such a share is answered from it: the same texts give the
+same tokens, so the output is unchanged whatever the runner does first.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import gc
 import os
 import pickle
 import queue
+import select
 import struct
 import subprocess
 import sys
@@ -26,9 +32,14 @@ import traceback
 import uuid
 import weakref
 
+from .encode_batch import split_points
 from .tokenizers import read_tokenizer_file
 
 _HEADER = struct.Struct("<Q")
+
+# Samples a helper's head start reads at most (its share of them it keeps encoded until
+# asked): at 4096 samples a batch, 16 batches, far more than Beam's import lasts.
+HEAD_START_SAMPLES = 1 << 16
 
 
 def _write_message(stream, obj) -> None:
@@ -38,12 +49,27 @@ def _write_message(stream, obj) -> None:
     stream.flush()
 
 
+def _read_exactly(stream, size: int) -> bytes:
+    """`size` bytes, also from an unbuffered stream (which may return fewer per read)."""
+    data = stream.read(size)
+    if len(data) == size or not data:
+        return data
+    pieces, got = [data], len(data)
+    while got < size:
+        piece = stream.read(size - got)
+        if not piece:
+            break
+        pieces.append(piece)
+        got += len(piece)
+    return b"".join(pieces)
+
+
 def _read_message(stream):
-    header = stream.read(_HEADER.size)
+    header = _read_exactly(stream, _HEADER.size)
     if len(header) < _HEADER.size:
         raise EOFError
     (size,) = _HEADER.unpack(header)
-    data = stream.read(size)
+    data = _read_exactly(stream, size)
     if len(data) < size:
         raise EOFError
     return pickle.loads(data)
@@ -55,7 +81,8 @@ class EncoderProcessError(RuntimeError):
 
 class EncoderProcess:
     """Client side: `submit(ds, texts)` queues a batch, `collect()` returns the oldest
-    submitted batch's (lengths, tokens, unks), in submission order."""
+    submitted batch's (lengths, tokens, unks), in submission order. `head_start_samples`
+    counts the samples answered from the child's head start."""
 
     def __init__(self, plans: dict, threads: int = 0, tokenizer_files: dict | None = None):
         """`threads`: native encoding threads in the child; 0 keeps the tokenizer's
@@ -73,6 +100,8 @@ class EncoderProcess:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._requests: queue.Queue = queue.Queue()
         self._outstanding = 0
+        self._head_start_sent = False
+        self.head_start_samples = 0
         self._write_errors: list = []
         # The writer thread and the finalizer hold the queue and the process, never
         # `self`: an abandoned client (a runner that drops a failed DoFn without
@@ -83,6 +112,21 @@ class EncoderProcess:
         self._requests.put(("plans", plans, tokenizer_files))
         self._stop = weakref.finalize(self, _stop_child, self._requests, self._proc, self._writer)
 
+    def head_start(self, byte_range, batch_size: int, share: int, shares: int,
+                   max_samples: int = HEAD_START_SAMPLES) -> None:
+        """Have the child encode share `share` of `shares` of each batch of `batch_size`
+        samples at the start of `byte_range` (a `source.ByteRange`) until the first
+        request arrives, as the Tokenize DoFn will split them."""
+        self._requests.put(("head_start", byte_range, batch_size, share, shares, max_samples))
+        self._head_start_sent = True
+
+    def head_start_done(self) -> int:
+        """Wait for the head start to end; the number of samples it encoded ahead."""
+        if not self._head_start_sent:
+            return 0
+        self._head_start_sent = False
+        return self._reply()[1]
+
     def submit(self, ds: int, texts: list) -> None:
         self._outstanding += 1
         self._requests.put(("encode", ds, texts))
@@ -92,14 +136,8 @@ class EncoderProcess:
         return self._outstanding
 
     def collect(self):
-        try:
-            status, payload = _read_message(self._proc.stdout)
-        except EOFError:
-            code = self._proc.wait()
-            raise EncoderProcessError(
-                f"the encoder process exited with code {code} before answering "
-                f"(killed for memory?); see its output above"
-            ) from (self._write_errors[0] if self._write_errors else None)
+        self.head_start_done()  # its short reply comes before every batch's
+        status, payload, ahead = self._reply()
         self._outstanding -= 1
         if status == "error":
             exc, text = payload
@@ -107,7 +145,19 @@ class EncoderProcess:
                 exc.add_note(f"raised in the encoder process:\n{text}")
                 raise exc
             raise EncoderProcessError(text)
+        if ahead:
+            self.head_start_samples += len(payload[0])
         return payload
+
+    def _reply(self):
+        try:
+            return _read_message(self._proc.stdout)
+        except EOFError:
+            code = self._proc.wait()
+            raise EncoderProcessError(
+                f"the encoder process exited with code {code} before answering "
+                f"(killed for memory?); see its output above"
+            ) from (self._write_errors[0] if self._write_errors else None)
 
     @property
     def closed(self) -> bool:
@@ -150,16 +200,23 @@ _WARM_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def warm_helpers(plans: dict, count: int):
+def warm_helpers(plans: dict, count: int, first_range=None):
     """Start `count` helpers now and yield the key a Tokenize DoFn adopts them by.
 
     Why: a helper needs about 0.4 s to start Python and load the tokenizer. Started
-    here, that overlaps the driver building and planning the pipeline instead of
-    delaying the first batches. Helpers nobody adopted stop when the block ends."""
+    here, that overlaps the driver loading Beam and planning the pipeline instead of
+    delaying the first batches. With `first_range` (the first `source.ByteRange`) each
+    helper then encodes its share of that range's first batches (`head_start`) while
+    the driver is still busy. Helpers nobody adopted stop when the block ends."""
     key = uuid.uuid4().hex
     if count:
+        helpers = start_helpers(plans, count, helper_threads(count))
+        if first_range is not None:
+            size = plans[first_range.dataset].dataset.build_batch
+            for share, helper in enumerate(helpers):
+                helper.head_start(first_range, size, share, count)
         with _WARM_LOCK:
-            _WARM[key] = start_helpers(plans, count, helper_threads(count))
+            _WARM[key] = helpers
     try:
         yield key
     finally:
@@ -216,12 +273,22 @@ def _serve(requests, replies, threads: int) -> None:
     if threads:
         SentencePieceTokenizer.threads = threads
 
-    encoders, setup_error = {}, None
+    encoders, plans, setup_error = {}, {}, None
+    ahead: list = []  # (dataset, texts, encoded) from the head start, not yet asked for
     while True:
         try:
             message = _read_message(requests)
         except EOFError:
             return
+        if message[0] == "head_start":
+            if encoders:
+                ahead = _head_start(encoders, plans, *message[1:],
+                                    waiting=lambda: _request_waiting(requests))
+            try:
+                _write_message(replies, ("head_start", sum(len(e[1]) for e in ahead), False))
+            except BrokenPipeError:
+                return
+            continue
         if message[0] == "plans":
             _, plans, tokenizer_files = message
             try:
@@ -238,7 +305,8 @@ def _serve(requests, replies, threads: int) -> None:
         # passes over them (3 to 4% of a helper's time) are pure cost.
         gc.disable()
         try:
-            _write_message(replies, setup_error or _encode_reply(encoders[ds], texts))
+            _write_message(replies, setup_error or _answered_ahead(ahead, ds, texts)
+                           or _encode_reply(encoders[ds], texts))
         except BrokenPipeError:  # the client stopped listening: nothing left to do
             return
         finally:
@@ -247,9 +315,56 @@ def _serve(requests, replies, threads: int) -> None:
 
 def _encode_reply(encoder, texts):
     try:
-        return ("ok", encoder.encode(texts))
+        return ("ok", encoder.encode(texts), False)
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
         return _error_reply(exc)
+
+
+def _request_waiting(requests) -> bool:
+    """True when the caller has sent something (or closed the pipe): the head start
+    yields to it. `requests` is unbuffered, so select sees every unread byte."""
+    return bool(select.select([requests], [], [], 0)[0])
+
+
+def _head_start(encoders, plans, byte_range, batch_size, share, shares, max_samples, waiting):
+    """Share `share` of `shares` of each batch at the start of `byte_range`, rendered and
+    encoded as the pipeline would, until `waiting()` or `max_samples` lines are read:
+    [(dataset, texts, encoded)]. Anything unexpected (a file this process cannot open, a
+    bad line) only ends the head start: the pipeline reads and reports the input itself."""
+    from . import storage
+    from .render_batch import Layout, render_entries
+    from .source import RangeBatches
+
+    ds = byte_range.dataset
+    encoder, layout, done, read = encoders[ds], Layout(plans[ds]), [], 0
+    gc.disable()
+    try:
+        with storage.open_read(byte_range.path) as handle:
+            for chunk_key, entries in RangeBatches(handle, byte_range, batch_size):
+                if waiting():
+                    break
+                batch, _ = render_entries(layout, chunk_key, entries)
+                parts = split_points(batch["texts"], shares) if batch else [0]
+                if share + 1 < len(parts):
+                    texts = batch["texts"][parts[share]:parts[share + 1]]
+                    done.append((ds, texts, encoder.encode(texts)))
+                read += len(entries)
+                if read >= max_samples:
+                    break
+    except Exception:  # noqa: BLE001, S110 - no head start; the build itself reports it
+        pass
+    finally:
+        gc.enable()
+    return done
+
+
+def _answered_ahead(ahead: list, ds: int, texts: list):
+    """The reply for `texts` when the head start already encoded exactly these."""
+    for i, (done_ds, done_texts, encoded) in enumerate(ahead):
+        if done_ds == ds and len(done_texts) == len(texts) and done_texts == texts:
+            del ahead[i]
+            return ("ok", encoded, True)
+    return None
 
 
 def _error_reply(exc: Exception):
@@ -259,14 +374,15 @@ def _error_reply(exc: Exception):
         pickle.loads(pickle.dumps(exc))
     except Exception:  # noqa: BLE001
         exc = None
-    return ("error", (exc, text))
+    return ("error", (exc, text), False)
 
 
 def main() -> None:
     # Replies own the real stdout; anything a library prints goes to stderr instead.
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    _serve(sys.stdin.buffer, replies, int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    # Unbuffered requests: the head start polls them with select (`_request_waiting`).
+    _serve(sys.stdin.buffer.raw, replies, int(sys.argv[1]) if len(sys.argv) > 1 else 0)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from .local_default import DEFAULT_RUNNER, MAX_AUTO_ENCODERS, auto_encoder_processes  # noqa: F401
 from .source import DEFAULT_RANGE_BYTES
 
 LOCAL_RUNNERS = {None, "DirectRunner", "FnApiRunner", "BundleBasedDirectRunner",
@@ -24,11 +25,8 @@ class MintDimOptions(PipelineOptions):
 
 
 def default_flags() -> list[str]:
-    """The fastest local run measured here: the in-process FnApiRunner, with helper
-    encoder processes (see `encoder_processes`). Beam's worker processes
-    (multi_processing) were slower because every stage boundary is serialized between
-    processes (see README, Throughput)."""
-    return ["--runner=FnApiRunner"]
+    """The local default run (see `local_default`)."""
+    return [f"--runner={DEFAULT_RUNNER}"]
 
 
 def is_single_process(options: PipelineOptions) -> bool:
@@ -42,23 +40,15 @@ def is_single_process(options: PipelineOptions) -> bool:
             and (direct.direct_num_workers or 1) == 1)
 
 
-# One worker reads, parses and renders about 100k samples/s here, while one encoder
-# process encodes about 10k: beyond this many, more helpers would wait for the worker.
-MAX_AUTO_ENCODERS = 8
-
-
 def encoder_processes(options: PipelineOptions) -> int:
     """Helper encoder processes per Tokenize instance (see `encoder_process`).
 
     Auto gives the in-process local run one per core: there a single Python process does
     everything, and a tokenizer that holds the GIL stalls it. Multi-process and cloud
     runners already run a worker per core, where helpers would only compete."""
-    import os
-
     count = options.view_as(MintDimOptions).encoder_processes
     if count < 0:
-        cores = os.cpu_count() or 1
-        return min(cores, MAX_AUTO_ENCODERS) if is_single_process(options) and cores > 1 else 0
+        return auto_encoder_processes() if is_single_process(options) else 0
     return count
 
 
@@ -71,7 +61,7 @@ def make_options(pipeline_options) -> PipelineOptions:
         options = PipelineOptions(list(pipeline_options))
     standard = options.view_as(StandardOptions)
     if standard.runner is None:
-        standard.runner = "FnApiRunner"  # DirectRunner would first try to download Prism
+        standard.runner = DEFAULT_RUNNER  # DirectRunner would first try to download Prism
     return options
 
 

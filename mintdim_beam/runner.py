@@ -1,5 +1,8 @@
 """The launcher: validate and prepare on the driver, resolve prompts, run the Beam
 pipeline, and turn any failure into the original error class plus failure notices.
+
+Beam is imported only once the helper encoders of a default run are started (see
+`local_default`): its import takes about a second, which they spend encoding.
 """
 from __future__ import annotations
 
@@ -9,22 +12,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-import apache_beam as beam
-
 from . import format as fmt
 from . import storage
-from .build import expand_overflow_survey, expand_unit_build
 from .config import resolve_datasets
-from .errors import (OutputValidationError, PipelineValidationError,
-                     TemplateTokenizerError, error_from_payload)
 from .encoder_process import warm_helpers
+from .errors import (OutputValidationError, PipelineValidationError, TemplateTokenizerError,
+                     error_from_payload)
 from .failures import recover
 from .frozen_heap import frozen_heap
-from .options import (encoder_processes, is_local, is_single_process, make_options,
-                      range_bytes, runner_name, waits)
+from .local_default import DEFAULT_RUNNER, auto_encoder_processes
 from .plan import prepare
 from .prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
-from .source import plan_ranges
+from .source import DEFAULT_RANGE_BYTES, plan_ranges
 from .units import POLICIES, TEMPLATE_UNK_POLICIES, decide_overflows, fixed_chooser, scripted_chooser
 
 
@@ -56,6 +55,10 @@ def _resolve_template_unk(plans, policy: str, interactive: bool) -> None:
 
 def _survey_and_ask(plans, ranges, options) -> dict:
     """Interactive overflow: a planning pass finds overflows, then the user decides."""
+    import apache_beam as beam
+
+    from .build import expand_overflow_survey
+
     with tempfile.TemporaryDirectory(prefix="mintdim-survey-") as scratch:
         result_path = os.path.join(scratch, "survey.pkl")
         with frozen_heap(), beam.Pipeline(options=options) as p:
@@ -128,6 +131,33 @@ def group_size_stats(pipeline_result) -> dict:
             "sum": sum(d.sum for d in dists)}
 
 
+class _RunShape:
+    """What the launcher needs to know about the run before the pipeline exists. For the
+    default run (no pipeline options) it is known without importing Beam."""
+
+    def __init__(self, pipeline_options):
+        if pipeline_options is None:
+            self.options, self.runner, self.local = None, DEFAULT_RUNNER, True
+            self.range_bytes, self.early_helpers = DEFAULT_RANGE_BYTES, auto_encoder_processes()
+            return
+        from .options import (encoder_processes, is_local, is_single_process, make_options,
+                              range_bytes, runner_name)
+
+        self.options = make_options(pipeline_options)
+        self.runner, self.local = runner_name(self.options), is_local(self.options)
+        self.range_bytes = range_bytes(self.options)
+        # Helpers for an in-process worker start before the pipeline is built.
+        self.early_helpers = (encoder_processes(self.options)
+                              if is_single_process(self.options) else 0)
+
+    def beam_options(self):
+        from .options import make_options
+
+        if self.options is None:
+            self.options = make_options(None)
+        return self.options
+
+
 def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
            pipeline_options=None):
     """Validate, prepare, run and wait; returns (outputs, Beam PipelineResult)."""
@@ -137,13 +167,13 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
         if not storage.is_new_or_empty_dir(dataset.output_path):
             raise OutputValidationError(directory=dataset.output_given)
     plans = {d.index: prepare(d) for d in datasets}
-    options = make_options(pipeline_options)
-    interactive = is_local(options) and stdin_is_tty()
+    run = _RunShape(pipeline_options)
+    interactive = run.local and stdin_is_tty()
     _resolve_template_unk(plans, on_template_unk, interactive)
-    ranges = plan_ranges(datasets, range_bytes(options))
+    ranges = plan_ranges(datasets, run.range_bytes)
 
     if on_overflow == "prompt" and interactive:
-        choosers = _survey_and_ask(plans, ranges, options)
+        choosers = _survey_and_ask(plans, ranges, run.beam_options())
     else:
         choosers = {ds: fixed_chooser(on_overflow) for ds in plans}
 
@@ -151,17 +181,21 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
         storage.makedirs(plan.dataset.output_path)
         log(f"start output={plan.dataset.output_given} files={len(plan.dataset.files)} "
             f"units={','.join(map(str, plan.dataset.sizes))} "
-            f"build_batch={plan.dataset.build_batch} runner={runner_name(options)}")
-    # Helpers for an in-process worker start now, while the pipeline is built.
-    early_helpers = encoder_processes(options) if is_single_process(options) else 0
+            f"build_batch={plan.dataset.build_batch} runner={run.runner}")
     try:
-        with warm_helpers(plans, early_helpers) as warm_key:
+        with warm_helpers(plans, run.early_helpers, ranges[0] if ranges else None) as warm_key:
+            options = run.beam_options()  # loads Beam while the helpers encode
+            import apache_beam as beam
+
+            from .build import expand_unit_build
+            from .options import waits
+
             p = beam.Pipeline(options=options)
             expand_unit_build(p, plans, ranges, choosers, warm_key)
             with frozen_heap():
                 pipeline_result = p.run()
                 if not waits(options):
-                    log(f"submitted ({runner_name(options)}); the job finalizes its outputs itself")
+                    log(f"submitted ({run.runner}); the job finalizes its outputs itself")
                     return [{"output_dir": plan.dataset.output_given, "state": "submitted"}
                             for plan in plans.values()], pipeline_result
                 pipeline_result.wait_until_finish()

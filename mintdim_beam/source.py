@@ -122,6 +122,44 @@ def read_range_lines(handle, start: int, end: int, block: int = _READ_BLOCK) -> 
     return list(iter_range_lines(handle, start, end, block))
 
 
+class RangeBatches:
+    """Iterate one byte range as ((dataset, file, range, batch), entries) batches of `size`
+    non-blank lines, each entry (local sample, local line, stripped text or None, UTF-8
+    error or None); `lines` and `samples` count the range once it is exhausted.
+
+    Plain Python: the ReadJSONL DoFn and a helper's head start (`encoder_process`) cut
+    the same batches from it."""
+
+    def __init__(self, handle, byte_range: ByteRange, size: int):
+        self._handle, self._range, self._size = handle, byte_range, size
+        self.lines = self.samples = 0
+
+    def __iter__(self):
+        key, size = self._range.key, self._size
+        batch, batch_no, samples, lines = [], 0, 0, 0
+        # Batches leave as their lines are read, so the encoders start at once.
+        for raw in iter_range_lines(self._handle, self._range.start, self._range.end):
+            local_line, lines = lines, lines + 1
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                entry = (samples, local_line, None,
+                         f"invalid UTF-8: {exc.reason} at byte {exc.start}")
+            else:
+                stripped = text.strip()
+                if not stripped:
+                    continue  # blank lines take no sample_id
+                entry = (samples, local_line, stripped, None)
+            samples += 1
+            batch.append(entry)
+            if len(batch) == size:
+                yield key + (batch_no,), batch
+                batch, batch_no = [], batch_no + 1
+        if batch:
+            yield key + (batch_no,), batch
+        self.lines, self.samples = lines, samples
+
+
 class Numbering(dict):
     """(dataset, file, range) -> (line offset, sample offset); `totals[dataset]` holds the
     dataset's sample count."""

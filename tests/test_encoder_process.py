@@ -1,5 +1,6 @@
 """Helper encoder processes: the same arrays as encoding in place, errors that reach the
 caller, a dead child reported, and no re-run of the user's unguarded script."""
+import json
 import os
 import shutil
 import signal
@@ -244,3 +245,123 @@ def test_every_helper_of_a_tokenize_step_gets_one_native_thread(tokenizers_dir):
         finally:
             tokenize.teardown()
     assert encoder_helpers_of(os.getpid()) == []
+
+
+def _head_start_file(tmp_path):
+    """8 lines: a blank one, a bad one and UNK-producing text among them."""
+    path = tmp_path / "in.jsonl"
+    rows = [json.dumps({"q": q, "a": a}, ensure_ascii=False) for q, a in (
+        ("hello world", "the model reads 😀 字"), ("", "code python function"),
+        ("unit padding", "ü ÿ ☃ tokens"), ("a", "b"))]
+    path.write_text("\n".join([rows[0], "", rows[1], "{not json", rows[2], rows[3], rows[0],
+                               rows[2]]) + "\n", encoding="utf-8")
+    return path
+
+
+def _pipeline_shares(plan, path, shares):
+    """What the Tokenize DoFn sends helper i for each batch: the same reader and split."""
+    from mintdim_beam.encode_batch import split_points
+    from mintdim_beam.render_batch import Layout, render_entries
+    from mintdim_beam.source import RangeBatches, plan_ranges
+
+    byte_range = plan_ranges([plan.dataset])[0]
+    per_share = [[] for _ in range(shares)]
+    with open(path, "rb") as handle:
+        for key, entries in RangeBatches(handle, byte_range, plan.dataset.build_batch):
+            texts = render_entries(Layout(plan), key, entries)[0]["texts"]
+            parts = split_points(texts, shares)
+            for share, (start, end) in enumerate(zip(parts, parts[1:])):
+                per_share[share].append(texts[start:end])
+    return byte_range, per_share
+
+
+def _file_plan(tokenizers_dir, path):
+    import dataclasses
+
+    plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
+    return dataclasses.replace(plan, dataset=dataclasses.replace(
+        plan.dataset, files=(InputFile(0, str(path), str(path)),)))
+
+
+def test_a_head_start_answers_the_shares_the_pipeline_then_asks_for(tokenizers_dir, tmp_path):
+    """Each helper encodes its share of the first batches before any request; the same
+    shares asked later come back from it, equal to encoding them in place."""
+    path = _head_start_file(tmp_path)
+    plan = _file_plan(tokenizers_dir, path)
+    local = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
+    byte_range, per_share = _pipeline_shares(plan, path, 2)
+    helpers = [EncoderProcess({0: plan}, threads=1) for _ in range(2)]
+    try:
+        for share, helper in enumerate(helpers):
+            helper.head_start(byte_range, plan.dataset.build_batch, share, 2)
+        ahead = [helper.head_start_done() for helper in helpers]
+        assert ahead == [sum(map(len, texts)) for texts in per_share] and sum(ahead) == 6
+        for helper, batches in zip(helpers, per_share):
+            for texts in batches + batches[:1]:  # the last one again: encoded anew
+                helper.submit(0, texts)
+            for texts in batches + batches[:1]:
+                lengths, tokens, unks = helper.collect()
+                want = local.encode(texts)
+                np.testing.assert_array_equal(lengths, want[0])
+                np.testing.assert_array_equal(tokens, want[1])
+                assert unks == want[2]
+        assert [h.head_start_samples for h in helpers] == ahead  # the repeat was not
+        assert any(unks for _, _, unks in [local.encode(t) for b in per_share for t in b])
+    finally:
+        for helper in helpers:
+            helper.close()
+
+
+def test_a_head_start_the_helper_cannot_make_leaves_it_working(tokenizers_dir, tmp_path):
+    """A file the child cannot open (another filesystem, gone) means no head start."""
+    from mintdim_beam.source import ByteRange
+
+    plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
+    local = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
+    helper = EncoderProcess({0: plan}, threads=1)
+    try:
+        helper.head_start(ByteRange(0, 0, str(tmp_path / "missing.jsonl"), 0, 0, 100), 4, 0, 1)
+        helper.submit(0, TEXTS)  # no need to wait for the head start: collect reads it first
+        np.testing.assert_array_equal(helper.collect()[1], local.encode(TEXTS)[1])
+        assert helper.head_start_samples == 0 and helper.head_start_done() == 0
+    finally:
+        helper.close()
+
+
+def test_a_head_start_stops_at_the_first_request_and_at_its_limit(tokenizers_dir, tmp_path):
+    from mintdim_beam.encoder_process import _answered_ahead, _head_start
+
+    path = _head_start_file(tmp_path)
+    plan = _file_plan(tokenizers_dir, path)
+    encoders = {0: BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))}
+    byte_range, (batches,) = _pipeline_shares(plan, path, 1)
+    assert [len(b) for b in batches] == [3, 3]  # 4 lines a batch; one bad, a blank skipped
+
+    def start(max_samples, requests_after):
+        """A head start during which a request arrives after `requests_after` batches."""
+        checks = iter(range(requests_after + 1, 0, -1))
+        return _head_start(encoders, {0: plan}, byte_range, 4, 0, 1, max_samples,
+                           waiting=lambda: next(checks, 0) == 1)
+
+    assert [texts for _, texts, _ in start(100, 99)] == batches
+    assert [texts for _, texts, _ in start(100, 1)] == batches[:1]  # a request came
+    assert start(100, 0) == []
+    assert [texts for _, texts, _ in start(4, 99)] == batches[:1]  # 4 lines read: enough
+    done = start(100, 99)
+    assert _answered_ahead(done, 0, [list(t) for t in batches[1]])[0] == "ok"
+    assert [texts for _, texts, _ in done] == [batches[0]]  # answered once
+    assert _answered_ahead(done, 1, batches[0]) is None  # another dataset
+    assert _answered_ahead(done, 0, batches[0][:1]) is None
+
+
+def test_request_waiting_sees_unread_bytes_and_a_closed_pipe():
+    from mintdim_beam.encoder_process import _request_waiting
+
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(read_fd, "rb", buffering=0) as requests:
+        assert not _request_waiting(requests)
+        os.write(write_fd, b"x")
+        assert _request_waiting(requests)
+        assert requests.read(1) == b"x" and not _request_waiting(requests)
+        os.close(write_fd)
+        assert _request_waiting(requests)  # end of input: the head start stops too

@@ -109,6 +109,65 @@ def test_the_in_process_run_adopts_the_helpers_the_driver_started(corpus, refere
     assert encoder_helpers_of(os.getpid()) == [] and gc.get_freeze_count() == 0
 
 
+def test_the_default_run_answers_the_first_batches_from_the_helpers_head_start(
+        corpus, reference, monkeypatch):
+    """No pipeline options: helpers start before Beam loads and encode the first range's
+    batches ahead. Here the pipeline waits for their head start to end, so every batch
+    of the first file (one range) is answered from it; the bytes stay the same."""
+    import contextlib
+
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from mintdim_beam import encoder_process, runner
+
+    real, ahead = runner.warm_helpers, []
+
+    @contextlib.contextmanager
+    def finished_head_start(plans, count, first_range):
+        with real(plans, count, first_range) as key:
+            ahead.extend(helper.head_start_done() for helper in encoder_process._WARM[key])
+            yield key
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner, "warm_helpers", finished_head_start)
+    out = corpus / "out" / "head_start"
+    monkeypatch.chdir(corpus)
+    outputs, result = launch(_config(out), "continue", "extend", None)
+    first_file = 4200  # a.jsonl's samples, well under HEAD_START_SAMPLES
+    assert len(ahead) == 2 and sum(ahead) == first_file and min(ahead) > 0
+    used = result.metrics().query(MetricsFilter().with_name("head_start_samples"))["counters"]
+    assert sum(c.committed for c in used) == first_file
+    _assert_clean_and_equal(out, reference[0])
+    assert encoder_helpers_of(os.getpid()) == []
+
+
+def test_a_default_run_starts_its_helpers_before_loading_beam(corpus, tmp_path):
+    """The head start only pays if the helpers run while Beam is imported."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "order.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, os, sys
+        os.cpu_count = lambda: 2
+        from mintdim_beam import encoder_process, runner
+        seen, real = [], encoder_process.start_helpers
+        def spy(plans, count, threads):
+            seen.append(["apache_beam" in sys.modules, count])
+            return real(plans, count, threads)
+        encoder_process.start_helpers = spy
+        config = {json.dumps(_config(tmp_path / "out"))}
+        runner.launch(config, "continue", "extend", None)
+        print(json.dumps(seen))
+    """))
+    done = subprocess.run([sys.executable, str(script)], cwd=corpus, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    first, *later = json.loads(done.stdout.splitlines()[-1])
+    assert first == [False, 2] and later == [[True, 0]]  # Tokenize adopted both
+
+
 @pytest.mark.slow
 def test_portable_runner_with_external_worker_pool(corpus, reference, monkeypatch, portable_flags):
     out, _ = _build(corpus, "portable_4KiB", portable_flags + ["--input_range_bytes=4096"], monkeypatch)

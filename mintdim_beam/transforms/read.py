@@ -4,7 +4,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from .. import storage
-from ..source import iter_range_lines
+from ..source import RangeBatches
 
 COUNTS = "range_counts"
 
@@ -16,30 +16,10 @@ class ReadRangeFn(beam.DoFn):
         self._batch_sizes = batch_sizes  # dataset -> build_batch
 
     def process(self, byte_range):
-        size = self._batch_sizes[byte_range.dataset]
-        batch, batch_no, samples, lines = [], 0, 0, 0
         with storage.open_read(byte_range.path) as handle:
-            # Batches leave as their lines are read, so the encoders start at once.
-            for raw in iter_range_lines(handle, byte_range.start, byte_range.end):
-                local_line, lines = lines, lines + 1
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    entry = (samples, local_line, None,
-                             f"invalid UTF-8: {exc.reason} at byte {exc.start}")
-                else:
-                    stripped = text.strip()
-                    if not stripped:
-                        continue  # blank lines take no sample_id
-                    entry = (samples, local_line, stripped, None)
-                samples += 1
-                batch.append(entry)
-                if len(batch) == size:
-                    yield (byte_range.key + (batch_no,), batch)
-                    batch, batch_no = [], batch_no + 1
-        if batch:
-            yield (byte_range.key + (batch_no,), batch)
-        yield beam.pvalue.TaggedOutput(COUNTS, (byte_range.key, (lines, samples)))
+            batches = RangeBatches(handle, byte_range, self._batch_sizes[byte_range.dataset])
+            yield from batches
+        yield beam.pvalue.TaggedOutput(COUNTS, (byte_range.key, (batches.lines, batches.samples)))
 
 
 class ReadJSONL(beam.PTransform):

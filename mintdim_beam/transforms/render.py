@@ -1,47 +1,15 @@
-"""Render: parse each JSONL line and render its template segments.
+"""Render: parse each JSONL line and render its template segments (`render_batch`).
 
-Bad lines do not raise here: they leave as `PendingError`s, because their line
-numbers are only known once every range has been counted.
+Bad lines do not raise here: they leave as `PendingError`s on the `errors` output,
+because their line numbers are only known once every range has been counted.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-
 import apache_beam as beam
-import numpy as np
 
-from ..failures import PendingError
-from ..template import json_type_name, render_value
+from ..render_batch import Layout, render_entries
 
 ERRORS = "errors"
-# The JSON scanner json.loads itself uses, called directly: lines are already stripped,
-# so the whitespace handling around it only costs time. Failures go to json.loads.
-_SCAN = json.JSONDecoder().scan_once
-
-
-def _parse_error(chunk_key, local_line, reason):
-    ds, file_pos, range_no, _ = chunk_key
-    return PendingError(ds, file_pos, range_no, local_line, "SourceParseError",
-                        {"reason": reason}, "file_line")
-
-
-def _schema_error(chunk_key, local_line, kwargs):
-    ds, file_pos, range_no, _ = chunk_key
-    return PendingError(ds, file_pos, range_no, local_line, "SampleSchemaError", kwargs,
-                        "file_line")
-
-
-class _Layout:
-    """Per-dataset constants for rendering: which declared field fills which segment."""
-
-    def __init__(self, plan):
-        self.declared = list(plan.dataset.fields)
-        segments = plan.template.segments
-        self.slot_names = [s.name for s in segments if s.kind == "field"]
-        self.slot_values = [self.declared.index(name) for name in self.slot_names]
-        self.parts = [s.content if s.kind == "literal" else "" for s in segments]
-        self.slot_parts = [i for i, s in enumerate(segments) if s.kind == "field"]
 
 
 class RenderFn(beam.DoFn):
@@ -49,71 +17,15 @@ class RenderFn(beam.DoFn):
         self._plans = plans
 
     def setup(self):
-        self._layouts = {ds: _Layout(plan) for ds, plan in self._plans.items()}
+        self._layouts = {ds: Layout(plan) for ds, plan in self._plans.items()}
 
     def process(self, element):
         chunk_key, entries = element
-        layout = self._layouts[chunk_key[0]]
-        declared, slot_values, slot_names = layout.declared, layout.slot_values, layout.slot_names
-        parts, slot_parts = list(layout.parts), layout.slot_parts
-        loads, scan, sha256, only_str = json.loads, _SCAN, hashlib.sha256, {str}
-        samples, lines, texts, digests, empty = [], [], [], [], []
-        for sample, local_line, text, bad_utf8 in entries:
-            if bad_utf8 is not None:
-                yield beam.pvalue.TaggedOutput(ERRORS, _parse_error(chunk_key, local_line, bad_utf8))
-                continue
-            try:
-                row, end = scan(text, 0)
-                if end != len(text):
-                    raise ValueError("extra data")
-            except (StopIteration, ValueError):
-                try:  # json.loads has the canonical message for every syntax error
-                    loads(text)
-                except json.JSONDecodeError as exc:
-                    yield beam.pvalue.TaggedOutput(ERRORS, _parse_error(
-                        chunk_key, local_line, f"invalid JSON syntax: {exc.msg}"))
-                    continue
-                raise
-            if type(row) is not dict:
-                yield beam.pvalue.TaggedOutput(
-                    ERRORS, _parse_error(chunk_key, local_line, "JSONL row is not a JSON object"))
-                continue
-            try:
-                values = [row[name] for name in declared]
-            except KeyError:
-                yield beam.pvalue.TaggedOutput(ERRORS, _schema_error(chunk_key, local_line, {
-                    "declared_fields": declared,
-                    "missing_fields": [name for name in declared if name not in row],
-                    "available_keys": [str(k) for k in row]}))
-                continue
-            if set(map(type, values)) != only_str:
-                values = [render_value(v) for v in values]
-                if None in values:
-                    name = declared[values.index(None)]
-                    yield beam.pvalue.TaggedOutput(ERRORS, _schema_error(chunk_key, local_line, {
-                        "declared_fields": declared, "invalid_field": name,
-                        "invalid_type": json_type_name(row[name])}))
-                    continue
-            rendered = [values[i] for i in slot_values]
-            for k, value in zip(slot_parts, rendered):
-                parts[k] = value
-            whole = "".join(parts)
-            try:
-                encoded = whole.encode("utf-8")
-            except UnicodeEncodeError as exc:  # a "\ud800"-style escape: not Unicode text
-                yield beam.pvalue.TaggedOutput(ERRORS, _parse_error(
-                    chunk_key, local_line,
-                    f"lone surrogate {whole[exc.start]!r} in a string: not valid Unicode text"))
-                continue
-            samples.append(sample)
-            lines.append(local_line)
-            texts.append(rendered)
-            digests.append(sha256(encoded).hexdigest())
-            empty.append([n for n, v in zip(slot_names, rendered) if not v] if "" in rendered else [])
-        if samples:
-            yield chunk_key, {"samples": np.asarray(samples, dtype=np.int64),
-                              "lines": np.asarray(lines, dtype=np.int64),
-                              "texts": texts, "digests": digests, "empty": empty}
+        batch, errors = render_entries(self._layouts[chunk_key[0]], chunk_key, entries)
+        for error in errors:
+            yield beam.pvalue.TaggedOutput(ERRORS, error)
+        if batch is not None:
+            yield chunk_key, batch
 
 
 class Render(beam.PTransform):

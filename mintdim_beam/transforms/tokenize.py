@@ -3,7 +3,8 @@
 Literal segments are constant, so their ids come from the plan (encoded once on the
 driver). The tokenizer loads once per worker process in `setup`, or once per helper:
 helpers the driver started before building the pipeline (`warm_helpers`) are adopted,
-so their start-up overlaps the planning instead of the first batches.
+so their start-up overlaps the planning instead of the first batches, and their head
+start (the first batches, encoded while Beam loaded) is counted in `head_start_samples`.
 
 With helper encoder processes (the local default: one per core) each batch is split
 among the helpers by text length while this worker renders the next ones; a batch leaves
@@ -16,9 +17,10 @@ from collections import deque
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from ..encode_batch import BatchEncoder
+from ..encode_batch import BatchEncoder, split_points
 from ..encoder_process import EncoderProcess, adopt_warm, helper_threads, start_helpers
 from ..faults import BundleFaults
 from ..tokenizers import cached_tokenizer
@@ -40,6 +42,7 @@ class TokenizeFn(beam.DoFn):
         self._encoder_processes = encoder_processes
         self._warm_key = warm_key  # helpers the driver started early (`warm_helpers`)
         self._faults = BundleFaults("tokenize")
+        self._head_start = Metrics.counter("mintdim_beam", "head_start_samples")
 
     def setup(self):
         count = self._encoder_processes
@@ -91,25 +94,17 @@ class TokenizeFn(beam.DoFn):
 
     def _collect(self):
         chunk_key, batch, parts = self._pending.popleft()
+        helpers = self._helpers[:len(parts) - 1]
+        ahead = sum(helper.head_start_samples for helper in helpers)
         try:
-            shares = [helper.collect() for helper, _ in zip(self._helpers, parts[1:])]
+            shares = [helper.collect() for helper in helpers]
             self._faults.check(chunk_key)  # with the next batch still in the helpers
         except BaseException:
             for helper in self._helpers:  # their queues are out of step with ours now
                 helper.close()
             raise
+        self._head_start.inc(sum(helper.head_start_samples for helper in helpers) - ahead)
         return _tokenized(chunk_key, batch, merge_shares(shares, parts))
-
-
-def split_points(texts: list, shares: int) -> list[int]:
-    """Sample boundaries [0, ..., len(texts)] that cut a batch into up to `shares`
-    contiguous parts of about equal text length."""
-    m = len(texts)
-    if m <= 1 or shares <= 1:
-        return [0, m]
-    sizes = np.cumsum([sum(map(len, row)) + 1 for row in texts])
-    cuts = np.searchsorted(sizes, sizes[-1] * np.arange(1, shares) / shares, side="right")
-    return [0] + sorted(set(int(c) for c in cuts if 0 < c < m)) + [m]
 
 
 def merge_shares(shares: list, parts: list[int]):
