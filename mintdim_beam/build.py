@@ -33,7 +33,7 @@ def _read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     batch_sizes = {ds: plan.dataset.build_batch for ds, plan in plans.items()}
     spread = not is_single_process(p.options)
-    read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes, spread_batches=spread)
+    read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes, spread=spread)
     numbering = read[COUNTS] | "NumberLines" >> ApplyToAll(
         lambda counts: number_ranges([datasets[d] for d in sorted(datasets)], dict(counts)))
     rendered = read["batches"] | "Render" >> Render(plans)

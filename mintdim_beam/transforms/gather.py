@@ -26,7 +26,9 @@ class ApplyToAll(beam.PTransform):
         # The BundleBasedDirectRunner hands a side input read straight from one output of
         # a multi-output ParDo every output's elements; a plain Map in between fixes it.
         items = pcoll | "Items" >> beam.Map(lambda item: item)
+        # Impulse is the one-element primitive Create([None]) expands to (with two steps
+        # more for its own encoded element).
         return (pcoll.pipeline
-                | "Once" >> beam.Create([None])
+                | "Once" >> beam.Impulse()
                 | "Apply" >> beam.Map(lambda _, items, *sides: fn(items, *sides),
                                       beam.pvalue.AsList(items), *self._sides))

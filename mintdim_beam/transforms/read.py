@@ -28,21 +28,22 @@ class ReadJSONL(beam.PTransform):
     Outputs `batches` ((dataset, file, range, batch), entries) and `range_counts`.
     """
 
-    def __init__(self, ranges, batch_sizes: dict, spread_batches: bool = True):
+    def __init__(self, ranges, batch_sizes: dict, spread: bool = True):
         super().__init__()
         self._ranges = ranges
         self._batch_sizes = batch_sizes
-        self._spread_batches = spread_batches
+        self._spread = spread
 
     def expand(self, pbegin):
-        read = (pbegin
-                | "Ranges" >> beam.Create(self._ranges, reshuffle=False)
-                | "SpreadRanges" >> beam.Reshuffle()
-                | "ReadRanges" >> beam.ParDo(ReadRangeFn(self._batch_sizes)).with_outputs(
-                    COUNTS, main="batches"))
+        ranges = pbegin | "Ranges" >> beam.Create(self._ranges, reshuffle=False)
+        if self._spread:
+            ranges = ranges | "SpreadRanges" >> beam.Reshuffle()
+        read = ranges | "ReadRanges" >> beam.ParDo(ReadRangeFn(self._batch_sizes)).with_outputs(
+            COUNTS, main="batches")
         batches = read.batches
-        if self._spread_batches:
-            # Few ranges would keep most workers idle: deal the batches out too. A single
-            # in-process worker gains nothing from it and skips the copy.
+        if self._spread:
+            # Few ranges would keep most workers idle: deal the batches out too.
             batches = batches | "SpreadBatches" >> beam.Reshuffle()
+        # A single in-process worker gains nothing from either spread and skips both
+        # copies (and reads the ranges in order, the first one first).
         return {"batches": batches, COUNTS: read[COUNTS]}
