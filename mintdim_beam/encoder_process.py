@@ -33,6 +33,7 @@ import uuid
 import weakref
 
 from .encode_batch import split_points
+from .storage import is_url
 from .tokenizers import read_tokenizer_file
 
 _HEADER = struct.Struct("<Q")
@@ -205,13 +206,15 @@ def warm_helpers(plans: dict, count: int, first_range=None):
 
     Why: a helper needs about 0.4 s to start Python and load the tokenizer. Started
     here, that overlaps the driver loading Beam and planning the pipeline instead of
-    delaying the first batches. With `first_range` (the first `source.ByteRange`) each
-    helper then encodes its share of that range's first batches (`head_start`) while
-    the driver is still busy. Helpers nobody adopted stop when the block ends."""
+    delaying the first batches. With `first_range` (the first `source.ByteRange`) in a
+    local file, each helper then encodes its share of that range's first batches
+    (`head_start`) while the driver is still busy; not for remote files, where a helper
+    without the driver's credentials could wait on the network while the first batch
+    waits for it. Helpers nobody adopted stop when the block ends."""
     key = uuid.uuid4().hex
     if count:
         helpers = start_helpers(plans, count, helper_threads(count))
-        if first_range is not None:
+        if first_range is not None and not is_url(first_range.path):
             size = plans[first_range.dataset].dataset.build_batch
             for share, helper in enumerate(helpers):
                 helper.head_start(first_range, size, share, count)

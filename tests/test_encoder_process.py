@@ -365,3 +365,18 @@ def test_request_waiting_sees_unread_bytes_and_a_closed_pipe():
         assert requests.read(1) == b"x" and not _request_waiting(requests)
         os.close(write_fd)
         assert _request_waiting(requests)  # end of input: the head start stops too
+
+
+def test_no_head_start_for_a_remote_file(tokenizers_dir, tmp_path):
+    """A helper may lack the driver's credentials and would wait on the network."""
+    from mintdim_beam.encoder_process import _WARM, warm_helpers
+    from mintdim_beam.source import ByteRange
+
+    plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
+    path = _head_start_file(tmp_path)
+    local = ByteRange(0, 0, str(path), 0, 0, path.stat().st_size)
+    remote = ByteRange(0, 0, "gs://bucket/in.jsonl", 0, 0, 100)
+    with warm_helpers(plans, 1, local) as key:
+        assert [h.head_start_done() for h in _WARM[key]] == [6]
+    with warm_helpers(plans, 1, remote) as key:
+        assert [h._head_start_sent for h in _WARM[key]] == [False]  # never asked
