@@ -338,10 +338,10 @@ def _head_start(encoders, plans, byte_range, batch_size, share, shares, max_samp
     from .render_batch import Layout, render_entries
     from .source import RangeBatches
 
-    ds = byte_range.dataset
-    encoder, layout, done, read = encoders[ds], Layout(plans[ds]), [], 0
+    ds, done, read = byte_range.dataset, [], 0
     gc.disable()
     try:
+        encoder, layout = encoders[ds], Layout(plans[ds])
         with storage.open_read(byte_range.path) as handle:
             for chunk_key, entries in RangeBatches(handle, byte_range, batch_size):
                 if waiting():

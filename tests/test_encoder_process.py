@@ -329,6 +329,8 @@ def test_a_head_start_the_helper_cannot_make_leaves_it_working(tokenizers_dir, t
 
 
 def test_a_head_start_stops_at_the_first_request_and_at_its_limit(tokenizers_dir, tmp_path):
+    import dataclasses
+
     from mintdim_beam.encoder_process import _answered_ahead, _head_start
 
     path = _head_start_file(tmp_path)
@@ -352,6 +354,8 @@ def test_a_head_start_stops_at_the_first_request_and_at_its_limit(tokenizers_dir
     assert [texts for _, texts, _ in done] == [batches[0]]  # answered once
     assert _answered_ahead(done, 1, batches[0]) is None  # another dataset
     assert _answered_ahead(done, 0, batches[0][:1]) is None
+    unknown = dataclasses.replace(byte_range, dataset=5)  # nothing to encode it with
+    assert _head_start(encoders, {0: plan}, unknown, 4, 0, 1, 100, waiting=lambda: False) == []
 
 
 def test_request_waiting_sees_unread_bytes_and_a_closed_pipe():
