@@ -38,7 +38,7 @@ from .tokenizers import read_tokenizer_file
 
 _HEADER = struct.Struct("<Q")
 
-# Samples a helper's head start reads at most (its share of them it keeps encoded until
+# Lines a helper's head start reads at most (it keeps its share of them encoded until
 # asked): at 4096 samples a batch, 16 batches, far more than Beam's import lasts.
 HEAD_START_SAMPLES = 1 << 16
 
@@ -332,8 +332,9 @@ def _request_waiting(requests) -> bool:
 def _head_start(encoders, plans, byte_range, batch_size, share, shares, max_samples, waiting):
     """Share `share` of `shares` of each batch at the start of `byte_range`, rendered and
     encoded as the pipeline would, until `waiting()` or `max_samples` lines are read:
-    [(dataset, texts, encoded)]. Anything unexpected (a file this process cannot open, a
-    bad line) only ends the head start: the pipeline reads and reports the input itself."""
+    [(dataset, texts, encoded)]. Bad lines are left out as the pipeline leaves them out
+    (it reports them itself); anything unexpected (a file this process cannot open, a
+    dataset it has no encoder for) only ends the head start."""
     from . import storage
     from .render_batch import Layout, render_entries
     from .source import RangeBatches

@@ -42,7 +42,7 @@ class TokenizeFn(beam.DoFn):
         self._encoder_processes = encoder_processes
         self._warm_key = warm_key  # helpers the driver started early (`warm_helpers`)
         self._faults = BundleFaults("tokenize")
-        self._head_start = Metrics.counter("mintdim_beam", "head_start_samples")
+        self._head_start = Metrics.counter("mintdim", "head_start_samples")
 
     def setup(self):
         count = self._encoder_processes
