@@ -54,7 +54,7 @@ def test_helper_returns_what_encoding_in_place_returns(tokenizers_dir, kind, nam
         assert helper.outstanding == 0
     finally:
         helper.close()
-    assert helper._proc.poll() is not None
+    assert helper._proc.poll() == 0  # ends at end of input, skipping interpreter teardown
 
 
 def test_an_error_in_the_helper_reaches_the_caller_with_its_class(tokenizers_dir, tmp_path):
