@@ -25,8 +25,11 @@ class MintDimOptions(PipelineOptions):
 
 
 def default_flags() -> list[str]:
-    """The local default run (see `local_default`)."""
-    return [f"--runner={DEFAULT_RUNNER}"]
+    """The local default run (see `local_default`). It skips Beam's construction-time
+    type check: the graph is ours and fixed, type-checked in every other run (the tests
+    run it on every runner with the check on), and the check took 0.15 to 0.2 s of each
+    build's planning here."""
+    return [f"--runner={DEFAULT_RUNNER}", "--no_pipeline_type_check"]
 
 
 def is_single_process(options: PipelineOptions) -> bool:

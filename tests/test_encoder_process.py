@@ -384,3 +384,18 @@ def test_no_head_start_for_a_remote_file(tokenizers_dir, tmp_path):
         assert [h.head_start_done() for h in _WARM[key]] == [6]
     with warm_helpers(plans, 1, remote) as key:
         assert [h._head_start_sent for h in _WARM[key]] == [False]  # never asked
+
+
+def test_the_default_run_skips_only_the_construction_type_check():
+    """No options: the in-process runner, without Beam's construction-time type check
+    (our fixed graph is checked by every other run); given flags are taken as they are."""
+    from apache_beam.options.pipeline_options import StandardOptions, TypeOptions
+
+    from mintdim_beam.options import make_options
+
+    default = make_options(None)
+    assert default.view_as(StandardOptions).runner == "FnApiRunner"
+    assert default.view_as(TypeOptions).pipeline_type_check is False
+    assert default.view_as(TypeOptions).runtime_type_check is False
+    given = make_options(["--runner=FnApiRunner"])
+    assert given.view_as(TypeOptions).pipeline_type_check is True
