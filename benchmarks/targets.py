@@ -57,19 +57,17 @@ def _job(pipeline, corpus, kind, tokenizer, out):
 
 def ours(corpus, kind, tokenizer, out, *flags):
     """`mintdim-beam build CONFIG [flags]`, what a user runs: the console script's own
-    entry (`console_main`) in this process, with the config the API job below means."""
+    entry (`console_main`) in this process, with the config of the API job below."""
     import contextlib
     import io
     import os
     import tempfile
 
+    from mintdim_beam import pipeline
     from mintdim_beam.cli import console_main
 
-    config = {"source": {"files": [corpus], "fields": [FIELDS], "templates": [TEMPLATE]},
-              "tokenizer": {"type": kind, "files": [tokenizer]},
-              "units": {"sizes": [SIZES], "build_batch": [BATCH]},
-              "output": {"dir": out, "samples_per_shard": [20000]},
-              "on_template_unk": "continue", "on_overflow": "truncate"}
+    config = dict(_job(pipeline, corpus, kind, tokenizer, out).config(),
+                  on_template_unk="continue", on_overflow="truncate")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(config, handle)
     printed = io.StringIO()

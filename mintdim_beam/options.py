@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from .local_default import DEFAULT_RUNNER, MAX_AUTO_ENCODERS, auto_encoder_processes  # noqa: F401
+from .local_default import DEFAULT_RUNNER, auto_encoder_processes
 from .source import DEFAULT_RANGE_BYTES
 
 LOCAL_RUNNERS = {None, "DirectRunner", "FnApiRunner", "BundleBasedDirectRunner",

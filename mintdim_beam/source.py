@@ -117,11 +117,6 @@ def _without_terminator(line: bytes) -> bytes:
     return line[:-1] if line.endswith((b"\n", b"\r")) else line
 
 
-def read_range_lines(handle, start: int, end: int, block: int = _READ_BLOCK) -> list[bytes]:
-    """`iter_range_lines` as a list."""
-    return list(iter_range_lines(handle, start, end, block))
-
-
 class RangeBatches:
     """Iterate one byte range as ((dataset, file, range, batch), entries) batches of `size`
     non-blank lines, each entry (local sample, local line, stripped text or None, UTF-8

@@ -170,7 +170,8 @@ def test_an_abandoned_helper_stops_its_child(tokenizers_dir):
 def test_helpers_default_to_the_cores_of_the_in_process_run_only(monkeypatch):
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from mintdim_beam.options import MAX_AUTO_ENCODERS, encoder_processes
+    from mintdim_beam.local_default import MAX_AUTO_ENCODERS
+    from mintdim_beam.options import encoder_processes
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert encoder_processes(PipelineOptions(["--runner=FnApiRunner"])) == 2
@@ -399,3 +400,17 @@ def test_the_default_run_skips_only_the_construction_type_check():
     assert default.view_as(TypeOptions).runtime_type_check is False
     given = make_options(["--runner=FnApiRunner"])
     assert given.view_as(TypeOptions).pipeline_type_check is True
+
+
+def test_the_default_run_known_without_beam_is_the_default_flags_run(monkeypatch):
+    """`launch` decides a default run's shape before importing Beam: it must be what
+    the default flags give, or the head start would read the wrong ranges."""
+    from mintdim_beam.options import default_flags
+    from mintdim_beam.runner import _RunShape
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    fast, full = _RunShape(None), _RunShape(default_flags())
+    assert fast.options is None  # nothing from Beam yet
+    shape = lambda run: (run.runner, run.local, run.range_bytes, run.early_helpers)  # noqa: E731
+    assert shape(fast) == shape(full) == ("FnApiRunner", True, 64 << 20, 2)
+    assert fast.beam_options().get_all_options() == full.options.get_all_options()

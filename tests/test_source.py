@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from mintdim_beam.source import first_line_start, number_ranges, read_range_lines
+from mintdim_beam.source import first_line_start, iter_range_lines, number_ranges
 
 
 def python_lines(data: bytes) -> list[bytes]:
@@ -17,7 +17,7 @@ def ranged_lines(data: bytes, size: int, block: int = 1 << 20) -> list[bytes]:
     handle = io.BytesIO(data)
     out = []
     for start in range(0, max(len(data), 1), size):
-        out.extend(read_range_lines(handle, start, min(start + size, len(data)), block))
+        out.extend(iter_range_lines(handle, start, min(start + size, len(data)), block))
     return out
 
 

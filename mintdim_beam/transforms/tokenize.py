@@ -21,7 +21,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
 from ..encode_batch import BatchEncoder, split_points
-from ..encoder_process import EncoderProcess, adopt_warm, helper_threads, start_helpers
+from ..encoder_process import adopt_warm, helper_threads, start_helpers
 from ..faults import BundleFaults
 from ..tokenizers import cached_tokenizer
 
@@ -53,9 +53,6 @@ class TokenizeFn(beam.DoFn):
             ds: BatchEncoder(p, cached_tokenizer(p.dataset.tokenizer_kind, p.dataset.tokenizer_path))
             for ds, p in self._plans.items()}
 
-    def _new_helper(self) -> EncoderProcess:
-        return EncoderProcess(self._plans, helper_threads(self._encoder_processes))
-
     def start_bundle(self):
         self._faults.start_bundle()
         self._pending = deque()
@@ -63,7 +60,8 @@ class TokenizeFn(beam.DoFn):
             if helper.closed or helper.outstanding:
                 # A failed bundle left replies unread: start over with a fresh helper.
                 helper.close()
-                self._helpers[i] = self._new_helper()
+                self._helpers[i], = start_helpers(self._plans, 1,
+                                                  helper_threads(self._encoder_processes))
 
     def process(self, element):
         chunk_key, batch = element
