@@ -24,7 +24,8 @@ import numpy as np
 
 from . import format as fmt
 from . import storage
-from .plan import DTYPES
+from .errors import TokenDTypeCapacityError
+from .plan import DTYPES, select_dtype
 from .template import LITERAL_NAME
 
 SUMMARY_FILES = (fmt.MANIFEST, fmt.LENGTH_FIELD, fmt.HISTOGRAM, fmt.STATS)
@@ -374,7 +375,10 @@ class _Verifier:
             self.p.add(fmt.MANIFEST, None, f"tokenizer.vocab_size {vocab!r} is not a positive int")
             usable = False
         elif dtype in MAGICS:
-            want = next((name for name, magic, _ in DTYPES if vocab <= magic), None)
+            try:
+                want = select_dtype(vocab)[0]
+            except TokenDTypeCapacityError:
+                want = None
             if want != dtype:
                 self.p.add(fmt.MANIFEST, None, f"vocab_size {vocab} needs token dtype {want}, "
                            f"manifest says {dtype}")
@@ -495,8 +499,9 @@ class _Verifier:
             if top in unit_of:
                 size = unit_of[top]
                 match = _SHARD.fullmatch(parts[1]) if len(parts) == 2 else None
-                if match and fmt.shard_name(size, int(match.group(1))) == rel:
-                    self.shard_files[size][int(match.group(1))] = rel
+                number = int(match.group(1)) if match else None
+                if match and fmt.shard_name(size, number) == rel:
+                    self.shard_files[size][number] = rel
                 elif len(parts) == 2 and parts[1] == fmt.EMPTY_UNIT:
                     empty_notice.add(size)
                 elif len(parts) == 2 and parts[1] == fmt.FAILED_UNIT:

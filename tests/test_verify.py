@@ -38,14 +38,14 @@ def _rows(n: int, seed: int = 3):
     return rows
 
 
-def _build(workdir: Path, tokenizers_dir: Path, rows, out: str = "out"):
+def _build(workdir: Path, tokenizers_dir: Path, rows, out: str = "out", on_overflow="truncate"):
     (workdir / "tok").mkdir(parents=True, exist_ok=True)
     (workdir / "tok/sp.model").write_bytes((tokenizers_dir / "sp.model").read_bytes())
     write_jsonl(workdir / "data/in.jsonl", rows)
     run_build(workdir, files=["data/in.jsonl"], fields=[["q", "a"]], templates=[TEMPLATE],
               tokenizer="sentencepiece", tokenizer_files=["tok/sp.model"], sizes=[SIZES],
               build_batch=[16], output=out, samples_per_shard=[PER_SHARD],
-              on_overflow="truncate", on_template_unk="continue")
+              on_overflow=on_overflow, on_template_unk="continue")
     return workdir / out
 
 
@@ -311,6 +311,17 @@ def test_shard_name_must_be_the_one_the_build_writes(out):
     assert any(p.file == fmt.shard_name(16, 1) and "numbered 0.." in p.what for p in problems)
 
 
+def test_shard_numbers_past_six_digits_are_shard_names(out):
+    """`fmt.shard_name` writes 7 digits from shard 1,000,000 on: such a file is a shard
+    (here one out of sequence), not an unexpected file."""
+    (out / fmt.shard_name(16, 1)).rename(out / fmt.shard_name(16, 1_000_000))
+    problems = [(p.file, p.what) for p in verify_output(str(out)).problems]
+    assert "unit_16/shard_1000000.bin" == fmt.shard_name(16, 1_000_000)
+    assert not any("unexpected" in what for _, what in problems)
+    assert any(file == fmt.shard_name(16, 1) and "numbered 0.." in what
+               for file, what in problems)
+
+
 def test_gap_in_shard_numbering(out):
     (out / fmt.shard_name(16, 1)).unlink()
     result = verify_output(str(out))
@@ -437,3 +448,42 @@ def test_cli_max_problems(out, capsys):
     assert code == 1 and "FAILED" in lines[0] and "first 2 shown" in lines[0]
     assert len([l for l in lines if l.startswith("  unit_")]) == 2
     assert lines[-1].startswith("  ... and ") and lines[-1].endswith("more (--max-problems)")
+
+
+@pytest.fixture(scope="module")
+def extended(tmp_path_factory, tokenizers_dir) -> Path:
+    """A build whose long samples were extended to their own token count."""
+    return _build(tmp_path_factory.mktemp("verify_extend"), tokenizers_dir, _rows(60),
+                  on_overflow="extend")
+
+
+def _extend_row(out: Path) -> dict:
+    return next(row for row in _index(out, fmt.OVERFLOW_INDEX) if row["action"] == "extend")
+
+
+def test_extended_build_verifies(extended):
+    assert _extend_row(extended) and verify_output(str(extended)).ok
+
+
+def test_extended_sample_must_keep_its_overflow_rows_token_count(extended, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(extended, out)
+    sid = _extend_row(out)["sample_id"]
+    rows = _index(out)
+    for row in rows:
+        if row["sample_id"] == sid:
+            row["token_count"] -= 1
+    (out / fmt.SAMPLE_INDEX).write_text("".join(fmt.jsonl_row(r) for r in rows), "utf-8")
+    assert any(p.file == fmt.SAMPLE_INDEX and "extended sample has token_count" in p.what
+               for p in verify_output(str(out)).problems)
+
+
+def test_extend_to_a_size_smaller_than_the_sample_is_reported(extended, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(extended, out)
+    rows = _index(out, fmt.OVERFLOW_INDEX)
+    row = next(r for r in rows if r["action"] == "extend")
+    row["new_unit_size"] = row["token_count"] - 1
+    (out / fmt.OVERFLOW_INDEX).write_text("".join(fmt.jsonl_row(r) for r in rows), "utf-8")
+    assert any(p.file == fmt.OVERFLOW_INDEX and "does not hold" in p.what
+               for p in verify_output(str(out)).problems)
