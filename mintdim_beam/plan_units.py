@@ -254,6 +254,7 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
     config errors before any work, bad input lines (phase "build") after the pass."""
     from .failures import recover
     from .frozen_heap import frozen_heap
+    from .sampler_period import short_sampler_period
     from .options import make_options, range_bytes
     from .source import plan_ranges
 
@@ -263,7 +264,7 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
     with tempfile.TemporaryDirectory(prefix="mintdim-plan-") as scratch:
         result_path = os.path.join(scratch, "histograms.json")
         try:
-            with frozen_heap(), beam.Pipeline(options=options) as p:
+            with frozen_heap(), short_sampler_period(), beam.Pipeline(options=options) as p:
                 expand_histograms(p, plans, ranges, result_path)
         except BaseException as exc:
             error = recover(exc)

@@ -20,6 +20,7 @@ from .errors import (OutputValidationError, PipelineValidationError, TemplateTok
                      error_from_payload)
 from .failures import recover
 from .frozen_heap import frozen_heap
+from .sampler_period import short_sampler_period
 from .local_default import DEFAULT_RUNNER, auto_encoder_processes
 from .plan import prepare
 from .prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
@@ -61,7 +62,7 @@ def _survey_and_ask(plans, ranges, options) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="mintdim-survey-") as scratch:
         result_path = os.path.join(scratch, "survey.pkl")
-        with frozen_heap(), beam.Pipeline(options=options) as p:
+        with frozen_heap(), short_sampler_period(), beam.Pipeline(options=options) as p:
             expand_overflow_survey(p, plans, ranges, result_path)
         with open(result_path, "rb") as handle:
             survey = pickle.load(handle)
@@ -192,7 +193,7 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
 
             p = beam.Pipeline(options=options)
             expand_unit_build(p, plans, ranges, choosers, warm_key)
-            with frozen_heap():
+            with frozen_heap(), short_sampler_period():
                 pipeline_result = p.run()
                 if not waits(options):
                     log(f"submitted ({run.runner}); the job finalizes its outputs itself")

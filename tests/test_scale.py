@@ -109,6 +109,21 @@ def test_the_in_process_run_adopts_the_helpers_the_driver_started(corpus, refere
     assert encoder_helpers_of(os.getpid()) == [] and gc.get_freeze_count() == 0
 
 
+def test_the_in_process_build_samples_states_every_10_ms(corpus, reference, monkeypatch):
+    """Every bundle's state sampler runs with the short tick (its thread is joined at
+    the bundle's end); Beam's default is back once the build returns."""
+    from apache_beam.runners.worker import statesampler
+    from apache_beam.utils.counters import CounterFactory
+
+    periods, real_start = [], statesampler.StateSampler.start
+    monkeypatch.setattr(statesampler.StateSampler, "start", lambda self: (
+        periods.append(self.sampling_period_ms), real_start(self))[1])
+    out, _ = _build(corpus, "short_tick", IN_MEMORY, monkeypatch)
+    _assert_clean_and_equal(out, reference[0])
+    assert len(periods) > 5 and set(periods) == {10}
+    assert statesampler.StateSampler("after", CounterFactory()).sampling_period_ms == 200
+
+
 def test_the_default_run_answers_the_first_batches_from_the_helpers_head_start(
         corpus, reference, monkeypatch):
     """No pipeline options: helpers start before Beam loads and encode the first range's
