@@ -20,6 +20,7 @@ from .transforms.finalize import Finalize, FirstError
 from .transforms.gather import ApplyToAll
 from .transforms.read import COUNTS, ReadJSONL
 from .transforms.render import ERRORS, Render
+from .transforms.stage import StageRecords
 from .transforms.stats import BuildStats
 from .transforms.tokenize import Tokenize
 from .transforms.write import WriteIndexParts, WriteShards
@@ -46,6 +47,7 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges, warm_key)
+    tokenized = tokenized | "StageRecords" >> StageRecords(plans)
     overflow_plans = (tokenized, numbering) | "DecideOverflows" >> DecideOverflows(
         plans, datasets, choosers)
     offsets = (tokenized, overflow_plans) | "UnitOffsets" >> UnitOffsets(plans)

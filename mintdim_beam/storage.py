@@ -64,6 +64,16 @@ def read_bytes(path: str) -> bytes:
         return handle.read()
 
 
+def read_range(path: str, start: int, length: int) -> bytes:
+    """`length` bytes of a file from byte `start`; a shorter file is an error."""
+    with fsspec.open(path, "rb") as handle:
+        handle.seek(start)
+        data = handle.read(length)
+    if len(data) != length:
+        raise OSError(f"{path}: {len(data)} bytes at {start}, {length} expected")
+    return data
+
+
 def open_read(path: str):
     return fsspec.open(path, "rb").open()
 

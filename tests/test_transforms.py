@@ -168,7 +168,7 @@ def test_packed_side_input_round_trips_and_pickles_as_one_blob():
 def test_gather_index_concatenates_ranges():
     import numpy as np
 
-    from mintdim_beam.transforms.assign import gather_index
+    from mintdim_beam.transforms.stage import gather_index
 
     starts, counts = np.array([5, 0, 9, 2]), np.array([3, 2, 0, 1])
     assert gather_index(starts, counts).tolist() == [5, 6, 7, 0, 1, 2]

@@ -14,6 +14,7 @@ from .. import format as fmt
 from ..failures import PendingError
 from ..packed import Packed
 from .gather import ApplyToAll
+from .stage import BlockRange, block_path, block_sections, gather_index
 from ..units import Candidate, assign_declared, decide_overflows, truncated_lengths
 
 HASHES = "hashes"
@@ -26,12 +27,6 @@ def hash_buckets(digests: list[str], buckets: int) -> np.ndarray:
     prefixes = np.frombuffer(bytes.fromhex("".join(["0000" + d[:12] for d in digests])),
                              dtype=">u8")
     return (prefixes % np.uint64(buckets)).astype(np.int64)
-
-
-def gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Indices of [starts[i], starts[i] + counts[i]) for every i, concatenated."""
-    offsets = np.cumsum(counts) - counts
-    return np.arange(int(counts.sum())) + np.repeat(starts - offsets, counts)
 
 
 def declared_units(plans, element):
@@ -119,8 +114,14 @@ class AssignFn(beam.DoFn):
         line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
         lengths, tokens = batch["lengths"].copy(), batch["tokens"]  # inputs are shared: copy
         totals = lengths.sum(axis=1)
-        starts = np.concatenate(([0], np.cumsum(totals)[:-1]))
-        units = assign_declared(dataset.sizes, totals)
+        declared = assign_declared(dataset.sizes, totals)
+        units = declared.copy()
+        # Staged batches (StageRecords) carry the tokens of the overflow samples only:
+        # the others' records are in the batch's block already.
+        staged = batch.get("staged", False)
+        inline = declared == 0 if staged else np.ones(len(units), dtype=bool)
+        inline_totals = np.where(inline, totals, 0)
+        starts = np.cumsum(inline_totals) - inline_totals  # where each one's tokens start
         keep = totals.copy()
         outcomes = packed_plans.unpack()[ds].outcomes
         for j in np.nonzero(units == 0)[0].tolist():
@@ -179,17 +180,29 @@ class AssignFn(beam.DoFn):
                     ([digests[j] for j in part.tolist()], sample_id_arr[part], file_pos,
                      line_arr[part])))
 
-        # Records, grouped by (unit, shard); a batch's samples of one shard are contiguous.
+        # Record pieces keyed by (unit, shard); a batch's samples of one shard are
+        # contiguous. A run of staged samples is a range of the block; the others'
+        # records are built here and travel as bytes (Beam's coder copies them as they
+        # are, the writer joins them).
+        if staged:
+            block = block_path(dataset.output_path, chunk_key)
+            sections = block_sections(plan, declared)
         for unit, members in members_by_unit.items():
-            payload = tokens[gather_index(starts[members], keep[members])]
-            records = fmt.build_records(payload, lengths[members], unit, plan.magic,
-                                        plan.pad_id, plan.token_dtype)
             member_shards, member_ranks = shards[members], ranks[members]
-            bounds = np.flatnonzero(np.diff(member_shards)) + 1
+            from_block = ~inline[members]
+            bounds = np.flatnonzero(np.diff(member_shards) | np.diff(from_block)) + 1
+            width = fmt.record_bytes(unit, plan.n_segments, plan.bytes_per_token)
+            block_index = np.cumsum(declared == unit) - 1
             for part in np.split(np.arange(len(members)), bounds):
-                # bytes, not arrays: Beam's coder copies them as they are, the writer joins them
-                yield (ds, unit, int(member_shards[part[0]])), (int(member_ranks[part[0]]),
-                                                                records[part].tobytes())
+                key = ds, unit, int(member_shards[part[0]])
+                rank, js = int(member_ranks[part[0]]), members[part]
+                if from_block[part[0]]:
+                    yield key, (rank, BlockRange(
+                        block, sections[unit] + int(block_index[js[0]]) * width, len(js) * width))
+                    continue
+                payload = tokens[gather_index(starts[js], keep[js])]
+                yield key, (rank, fmt.build_records(payload, lengths[js], unit, plan.magic,
+                                                    plan.pad_id, plan.token_dtype).tobytes())
 
         if sample_rows:
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))

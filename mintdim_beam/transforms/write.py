@@ -17,10 +17,23 @@ from ..faults import BundleFaults
 PART_KINDS = ("sample", "unk")
 
 
-def part_path(output_dir: str, kind: str, chunk_key) -> str:
+def scratch_path(output_dir: str, folder: str, chunk_key, extension: str) -> str:
+    """A batch's file in the output's scratch dir, named by its place in the input."""
     _, file_pos, range_no, batch_no = chunk_key
-    return storage.join(storage.tmp_dir(output_dir), "parts", kind,
-                        f"{file_pos:06d}-{range_no:09d}-{batch_no:09d}.jsonl")
+    return storage.join(storage.tmp_dir(output_dir), folder,
+                        f"{file_pos:06d}-{range_no:09d}-{batch_no:09d}.{extension}")
+
+
+def part_path(output_dir: str, kind: str, chunk_key) -> str:
+    return scratch_path(output_dir, f"parts/{kind}", chunk_key, "jsonl")
+
+
+def piece_bytes(piece) -> bytes:
+    """A piece's records: bytes as they came, or read from the staged block they name."""
+    if isinstance(piece, bytes):
+        return piece
+    path, start, length = piece
+    return storage.read_range(path, start, length)
 
 
 class WriteShardFn(beam.DoFn):
@@ -35,7 +48,7 @@ class WriteShardFn(beam.DoFn):
     def process(self, element):
         (ds, unit, shard), pieces = element
         plan = self._plans[ds]
-        data = b"".join(records for _, records in sorted(pieces, key=lambda piece: piece[0]))
+        data = b"".join(piece_bytes(piece) for _, piece in sorted(pieces, key=lambda p: p[0]))
         samples = len(data) // fmt.record_bytes(unit, plan.n_segments, plan.bytes_per_token)
         self._group_records.update(samples)
         out = plan.dataset.output_path
