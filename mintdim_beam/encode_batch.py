@@ -69,12 +69,35 @@ class BatchEncoder:
         return lengths, tokens, unks
 
 
-def split_points(texts: list, shares: int) -> list[int]:
-    """Sample boundaries [0, ..., len(texts)] that cut a batch into up to `shares`
-    contiguous parts of about equal text length."""
-    m = len(texts)
+def entry_sizes(entries) -> np.ndarray:
+    """Bytes-ish size of each line entry (`source.RangeBatches`): its stripped text's
+    length, 0 for a line that is not UTF-8."""
+    return np.fromiter((len(text) if text else 0 for _, _, text, _ in entries),
+                       dtype=np.int64, count=len(entries))
+
+
+def split_points(sizes, shares: int) -> list[int]:
+    """Entry boundaries [0, ..., len(sizes)] that cut a batch's lines into up to `shares`
+    contiguous parts of about equal size. By raw line size, not rendered text: a helper
+    that reads the lines itself (the head start) then renders only its own part."""
+    m = len(sizes)
     if m <= 1 or shares <= 1:
         return [0, m]
-    sizes = np.cumsum([sum(map(len, row)) + 1 for row in texts])
-    cuts = np.searchsorted(sizes, sizes[-1] * np.arange(1, shares) / shares, side="right")
+    cumulative = np.cumsum(np.asarray(sizes, dtype=np.int64) + 1)
+    cuts = np.searchsorted(cumulative, cumulative[-1] * np.arange(1, shares) / shares,
+                           side="right")
     return [0] + sorted(set(int(c) for c in cuts if 0 < c < m)) + [m]
+
+
+def share_entries(entries, share: int, shares: int) -> list:
+    """The line entries of part `share` of `shares` (none if the batch has fewer parts)."""
+    cuts = split_points(entry_sizes(entries), shares)
+    return entries[cuts[share]:cuts[share + 1]] if share + 1 < len(cuts) else []
+
+
+def share_bounds(batch: dict, shares: int) -> list[int]:
+    """Sample boundaries in a rendered batch of the parts `share_entries` cuts: its
+    samples are the valid lines among the entries, numbered from `first_sample` on.
+    A part whose lines are all bad is empty."""
+    cuts = np.asarray(split_points(batch["entry_sizes"], shares)) + batch["first_sample"]
+    return np.searchsorted(batch["samples"], cuts).tolist()

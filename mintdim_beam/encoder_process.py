@@ -12,12 +12,15 @@ pickles on its stdin/stdout, answered strictly in order; a writer thread feeds s
 the caller never blocks while the child is busy.
 
 Head start: helpers the driver starts before Beam loads (`warm_helpers`) read, render and
-encode their shares of the first batches themselves until the first request arrives.
-A request whose texts equal such a share is answered from it: the same texts give the
-same tokens, so the output is unchanged whatever the runner does first.
+encode their shares of the first batches themselves, and go on between requests for
+as long as the pipeline asks for shares they already encoded. A request whose texts
+equal such a share is answered from it: the same texts give the same tokens, so the
+output is unchanged whatever the runner does first. The first request it has not
+encoded ahead (the pipeline caught up, or cut the batches differently) ends it.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import os
@@ -32,14 +35,16 @@ import traceback
 import uuid
 import weakref
 
-from .encode_batch import split_points
+from .encode_batch import share_entries
 from .storage import is_url
 from .tokenizers import read_tokenizer_file
 
 _HEADER = struct.Struct("<Q")
+PIPE_BYTES = 1 << 20  # Linux's default limit for an unprivileged process
 
 # Lines a helper's head start reads at most (it keeps its share of them encoded until
-# asked): at 4096 samples a batch, 16 batches, far more than Beam's import lasts.
+# asked): at 4096 samples a batch, 16 batches, more than Beam's import and the
+# pipeline's catching up last.
 HEAD_START_SAMPLES = 1 << 16
 
 
@@ -99,9 +104,12 @@ class EncoderProcess:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "mintdim_beam.encoder_process", str(threads)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            _widen_pipe(pipe)
         self._requests: queue.Queue = queue.Queue()
         self._outstanding = 0
         self._head_start_sent = False
+        self._early: collections.deque = collections.deque()  # replies read before the head start's end
         self.head_start_samples = 0
         self._write_errors: list = []
         # The writer thread and the finalizer hold the queue and the process, never
@@ -110,23 +118,35 @@ class EncoderProcess:
         self._writer = threading.Thread(target=_feed, name="mintdim-encoder-feed", daemon=True,
                                         args=(self._requests, self._proc, self._write_errors))
         self._writer.start()
+        # Replies are read as they come, so the child never waits for us to take one
+        # before it goes on (with the next request, or with its head start).
+        self._replies: queue.Queue = queue.Queue()
+        self._reader = threading.Thread(target=_drain, name="mintdim-encoder-drain",
+                                        daemon=True, args=(self._proc, self._replies))
+        self._reader.start()
         self._requests.put(("plans", plans, tokenizer_files))
-        self._stop = weakref.finalize(self, _stop_child, self._requests, self._proc, self._writer)
+        self._stop = weakref.finalize(self, _stop_child, self._requests, self._proc,
+                                      self._writer, self._reader)
 
     def head_start(self, byte_range, batch_size: int, share: int, shares: int,
                    max_samples: int = HEAD_START_SAMPLES) -> None:
         """Have the child encode share `share` of `shares` of each batch of `batch_size`
-        samples at the start of `byte_range` (a `source.ByteRange`) until the first
-        request arrives, as the Tokenize DoFn will split them."""
+        samples at the start of `byte_range` (a `source.ByteRange`), as the Tokenize
+        DoFn will split them, while every request is one it encoded ahead."""
         self._requests.put(("head_start", byte_range, batch_size, share, shares, max_samples))
         self._head_start_sent = True
 
     def head_start_done(self) -> int:
-        """Wait for the head start to end; the number of samples it encoded ahead."""
+        """Wait for the head start to end; the number of samples it encoded ahead.
+        Replies that come first are kept for `collect`."""
         if not self._head_start_sent:
             return 0
-        self._head_start_sent = False
-        return self._reply()[1]
+        while True:
+            status, payload, ahead = self._reply()
+            if status == "head_start":
+                self._head_start_sent = False
+                return payload
+            self._early.append((status, payload, ahead))
 
     def submit(self, ds: int, texts: list) -> None:
         self._outstanding += 1
@@ -137,8 +157,7 @@ class EncoderProcess:
         return self._outstanding
 
     def collect(self):
-        self.head_start_done()  # its short reply comes before every batch's
-        status, payload, ahead = self._reply()
+        status, payload, ahead = self._next_reply()
         self._outstanding -= 1
         if status == "error":
             exc, text = payload
@@ -150,15 +169,26 @@ class EncoderProcess:
             self.head_start_samples += len(payload[0])
         return payload
 
+    def _next_reply(self):
+        """The oldest batch's reply; the head start's end may come before or among them."""
+        if self._early:
+            return self._early.popleft()
+        while True:
+            reply = self._reply()
+            if reply[0] != "head_start":
+                return reply
+            self._head_start_sent = False
+
     def _reply(self):
-        try:
-            return _read_message(self._proc.stdout)
-        except EOFError:
-            code = self._proc.wait()
-            raise EncoderProcessError(
-                f"the encoder process exited with code {code} before answering "
-                f"(killed for memory?); see its output above"
-            ) from (self._write_errors[0] if self._write_errors else None)
+        data = self._replies.get()
+        if data is not None:
+            return pickle.loads(data)
+        self._replies.put(None)  # the end stays the end for later calls
+        code = self._proc.wait()
+        raise EncoderProcessError(
+            f"the encoder process exited with code {code} before answering "
+            f"(killed for memory?); see its output above"
+        ) from (self._write_errors[0] if self._write_errors else None)
 
     @property
     def closed(self) -> bool:
@@ -255,65 +285,116 @@ def _feed(requests: queue.Queue, proc: subprocess.Popen, errors: list) -> None:
             pass
 
 
-def _stop_child(requests: queue.Queue, proc: subprocess.Popen, writer: threading.Thread) -> None:
-    requests.put(None)
-    writer.join(timeout=10)
+def _widen_pipe(pipe) -> None:
+    """Make room in the pipe for a whole request or reply (about 1 MB per share of a
+    4096-sample batch), so its writer goes on at once and its reader takes it in one
+    read, not in 16 of the default 64 KiB. Linux only; elsewhere pipes stay as they are."""
     try:
-        proc.stdout.close()
-    except OSError:
+        import fcntl
+
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):  # no such call, or over the system limit
         pass
+
+
+def _drain(proc: subprocess.Popen, replies: queue.Queue) -> None:
+    """Move each reply's bytes from the child's stdout to `replies`; None at the end."""
+    try:
+        while True:
+            header = _read_exactly(proc.stdout, _HEADER.size)
+            if len(header) < _HEADER.size:
+                break
+            (size,) = _HEADER.unpack(header)
+            data = _read_exactly(proc.stdout, size)
+            if len(data) < size:
+                break
+            replies.put(data)
+    except (OSError, ValueError):  # closed under us
+        pass
+    finally:
+        replies.put(None)
+
+
+def _stop_child(requests: queue.Queue, proc: subprocess.Popen, writer: threading.Thread,
+                reader: threading.Thread) -> None:
+    requests.put(None)  # end of input: the child exits (its replies are drained)
+    writer.join(timeout=10)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    reader.join(timeout=10)
+    try:
+        proc.stdout.close()
+    except OSError:
+        pass
 
 
-def _serve(requests, replies, threads: int) -> None:
+def _serve(requests, replies, threads: int, waiting=None) -> None:
+    """Answer requests in order; `waiting(requests)` (default `_request_waiting`) says
+    whether one has arrived while a head start runs."""
     from .encode_batch import BatchEncoder
     from .tokenizers import SentencePieceTokenizer, tokenizer_from_bytes
 
     if threads:
         SentencePieceTokenizer.threads = threads
 
+    waiting = waiting or _request_waiting
     encoders, plans, setup_error = {}, {}, None
+    head = None  # the head start's shares still to encode, while it lasts
     ahead: list = []  # (dataset, texts, encoded) from the head start, not yet asked for
-    while True:
-        try:
-            message = _read_message(requests)
-        except EOFError:
-            return
-        if message[0] == "head_start":
-            if encoders:
-                ahead = _head_start(encoders, plans, *message[1:],
-                                    waiting=lambda: _request_waiting(requests))
+    encoded_ahead = 0
+
+    def end_head_start():
+        nonlocal head
+        head.close()  # its file
+        head = None
+        _write_message(replies, ("head_start", encoded_ahead, False))
+
+    try:
+        while True:
+            if head is not None and not waiting(requests):
+                done = next(head, None)  # one share, then look for requests again
+                if done is None:
+                    end_head_start()
+                else:
+                    ahead.append(done)
+                    encoded_ahead += len(done[1])
+                continue
             try:
-                _write_message(replies, ("head_start", sum(len(e[1]) for e in ahead), False))
-            except BrokenPipeError:
+                message = _read_message(requests)
+            except EOFError:
                 return
-            continue
-        if message[0] == "plans":
-            _, plans, tokenizer_files = message
-            try:
-                tokenizers = {key: tokenizer_from_bytes(key[0], data, shown)
-                              for key, (data, shown) in tokenizer_files.items()}
-                encoders = {ds: BatchEncoder(p, tokenizers[p.dataset.tokenizer_kind,
-                                                           p.dataset.tokenizer_path])
-                            for ds, p in plans.items()}
-            except Exception as exc:  # noqa: BLE001 - reported with the first batch
-                setup_error = _error_reply(exc)
-            continue
-        _, ds, texts = message
-        # A batch allocates one list per segment and nothing cyclic: the collector's
-        # passes over them (3 to 4% of a helper's time) are pure cost.
-        gc.disable()
-        try:
-            _write_message(replies, setup_error or _answered_ahead(ahead, ds, texts)
-                           or _encode_reply(encoders[ds], texts))
-        except BrokenPipeError:  # the client stopped listening: nothing left to do
-            return
-        finally:
-            gc.enable()
+            if message[0] == "head_start":
+                head = _head_start(encoders, plans, *message[1:])
+                continue
+            if message[0] == "plans":
+                _, plans, tokenizer_files = message
+                try:
+                    tokenizers = {key: tokenizer_from_bytes(key[0], data, shown)
+                                  for key, (data, shown) in tokenizer_files.items()}
+                    encoders = {ds: BatchEncoder(p, tokenizers[p.dataset.tokenizer_kind,
+                                                               p.dataset.tokenizer_path])
+                                for ds, p in plans.items()}
+                except Exception as exc:  # noqa: BLE001 - reported with the first batch
+                    setup_error = _error_reply(exc)
+                continue
+            _, ds, texts = message
+            reply = setup_error or _answered_ahead(ahead, ds, texts)
+            if reply is None:
+                if head is not None and texts:  # the pipeline caught up with the head start
+                    end_head_start()
+                # A batch allocates one list per segment and nothing cyclic: the
+                # collector's passes over them (3 to 4% of a helper's time) are pure cost.
+                gc.disable()
+                try:
+                    reply = _encode_reply(encoders[ds], texts)
+                finally:
+                    gc.enable()
+            _write_message(replies, reply)
+    except BrokenPipeError:  # the client stopped listening: nothing left to do
+        return
 
 
 def _encode_reply(encoder, texts):
@@ -329,37 +410,35 @@ def _request_waiting(requests) -> bool:
     return bool(select.select([requests], [], [], 0)[0])
 
 
-def _head_start(encoders, plans, byte_range, batch_size, share, shares, max_samples, waiting):
+def _head_start(encoders, plans, byte_range, batch_size, share, shares, max_samples):
     """Share `share` of `shares` of each batch at the start of `byte_range`, rendered and
-    encoded as the pipeline would, until `waiting()` or `max_samples` lines are read:
-    [(dataset, texts, encoded)]. Bad lines are left out as the pipeline leaves them out
-    (it reports them itself); anything unexpected (a file this process cannot open, a
-    dataset it has no encoder for) only ends the head start."""
+    encoded as the pipeline would, one (dataset, texts, encoded) at a time, until
+    `max_samples` lines are read. Only this share's lines are rendered. Bad lines are
+    left out as the pipeline leaves them out (it reports them itself); anything
+    unexpected (a file this process cannot open, a dataset it has no encoder for) only
+    ends the head start."""
     from . import storage
     from .render_batch import Layout, render_entries
     from .source import RangeBatches
 
-    ds, done, read = byte_range.dataset, [], 0
-    gc.disable()
+    ds, read = byte_range.dataset, 0
     try:
         encoder, layout = encoders[ds], Layout(plans[ds])
         with storage.open_read(byte_range.path) as handle:
             for chunk_key, entries in RangeBatches(handle, byte_range, batch_size):
-                if waiting():
-                    break
-                batch, _ = render_entries(layout, chunk_key, entries)
-                parts = split_points(batch["texts"], shares) if batch else [0]
-                if share + 1 < len(parts):
-                    texts = batch["texts"][parts[share]:parts[share + 1]]
-                    done.append((ds, texts, encoder.encode(texts)))
+                batch, _ = render_entries(layout, chunk_key, share_entries(entries, share, shares))
+                if batch is not None:
+                    gc.disable()
+                    try:
+                        encoded = encoder.encode(batch["texts"])
+                    finally:
+                        gc.enable()
+                    yield ds, batch["texts"], encoded
                 read += len(entries)
                 if read >= max_samples:
-                    break
+                    return
     except Exception:  # noqa: BLE001, S110 - no head start; the build itself reports it
-        pass
-    finally:
-        gc.enable()
-    return done
+        return
 
 
 def _answered_ahead(ahead: list, ds: int, texts: list):

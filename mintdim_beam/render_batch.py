@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 
+from .encode_batch import entry_sizes
 from .failures import PendingError
 from .template import json_type_name, render_value
 
@@ -49,8 +50,9 @@ def render_entries(layout: Layout, chunk_key, entries):
     """(local sample, local line, text, UTF-8 error) entries -> (batch or None, errors).
 
     The batch: samples and lines (int64 arrays), texts (each sample's field values in
-    template order), digests (sha256 of the whole rendered text) and empty (the fields
-    rendered empty); errors: one `PendingError` per bad line."""
+    template order), digests (sha256 of the whole rendered text), empty (the fields
+    rendered empty), and entry_sizes and first_sample, which say how the helpers split
+    the batch (`encode_batch.share_bounds`); errors: one `PendingError` per bad line."""
     declared, slot_values, slot_names = layout.declared, layout.slot_values, layout.slot_names
     parts, slot_parts = list(layout.parts), layout.slot_parts
     loads, scan, sha256, only_str = json.loads, _SCAN, hashlib.sha256, {str}
@@ -110,4 +112,5 @@ def render_entries(layout: Layout, chunk_key, entries):
         return None, errors
     return {"samples": np.asarray(samples, dtype=np.int64),
             "lines": np.asarray(lines, dtype=np.int64),
-            "texts": texts, "digests": digests, "empty": empty}, errors
+            "texts": texts, "digests": digests, "empty": empty,
+            "entry_sizes": entry_sizes(entries), "first_sample": entries[0][0]}, errors

@@ -13,7 +13,7 @@ import pytest
 
 from mintdim_beam.config import Dataset, InputFile
 from mintdim_beam.encode_batch import BatchEncoder
-from mintdim_beam.encoder_process import EncoderProcess, EncoderProcessError
+from mintdim_beam.encoder_process import EncoderProcess, EncoderProcessError, tokenizer_files_of
 from mintdim_beam.errors import TokenizerValidationError
 from mintdim_beam.plan import prepare
 from mintdim_beam.tokenizers import load_tokenizer
@@ -103,6 +103,36 @@ def test_a_helper_that_dies_is_reported(tokenizers_dir):
         helper.close()
 
 
+def test_a_helper_goes_on_while_its_replies_wait_to_be_collected(tokenizers_dir):
+    """Replies are read off the pipe as they come: the child never blocks on a reply
+    nobody has collected yet (each here is far larger than a 64 KiB pipe)."""
+    import time
+
+    plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
+    local = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
+    batches = [[[f"{k} sample {i} " * 40, "more words " * 30] for i in range(300)]
+               for k in range(4)]
+    helper = EncoderProcess({0: plan}, threads=1)
+    try:
+        for texts in batches:
+            helper.submit(0, texts)
+        deadline = time.monotonic() + 120
+        while helper._replies.qsize() < len(batches) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert helper._replies.qsize() == len(batches)  # all answered, none collected
+        for texts in batches:
+            got, want = helper.collect(), local.encode(texts)
+            assert got[1].nbytes > 64 << 10
+            np.testing.assert_array_equal(got[1], want[1])
+        if sys.platform.startswith("linux"):
+            import fcntl
+
+            for pipe in (helper._proc.stdin, helper._proc.stdout):
+                assert fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ) == 1 << 20
+    finally:
+        helper.close()
+
+
 def test_an_unguarded_user_script_runs_once(tokenizers_dir, tmp_path):
     """multiprocessing's spawn would import the user's __main__ again in every helper; a
     script without `if __name__ == "__main__"` would then build again and again."""
@@ -129,25 +159,50 @@ def test_an_unguarded_user_script_runs_once(tokenizers_dir, tmp_path):
 
 
 def test_split_points_cut_batches_into_balanced_contiguous_parts():
-    from mintdim_beam.transforms.tokenize import split_points
+    from mintdim_beam.encode_batch import split_points
 
-    texts = [["a" * 10, "b" * 10]] * 6 + [["c" * 100, ""]] * 2
-    assert split_points(texts, 1) == [0, 8]
-    assert split_points(texts, 2) == [0, 6, 8]  # 126 chars (with one per row), then 202
-    assert split_points([["x"]], 4) == [0, 1]
+    sizes = [20] * 6 + [100] * 2
+    assert split_points(sizes, 1) == [0, 8]
+    assert split_points(sizes, 2) == [0, 6, 8]  # 126 (with one per line), then 202
+    assert split_points([1], 4) == [0, 1]
     assert split_points([], 2) == [0, 0]
-    parts = split_points([["y" * n] for n in range(1, 40)], 3)
+    parts = split_points(list(range(1, 40)), 3)
     assert parts[0] == 0 and parts[-1] == 39 and len(parts) == 4 and parts == sorted(set(parts))
 
 
+def test_the_helpers_shares_of_a_batch_are_the_pipelines_shares(tokenizers_dir):
+    """A head start renders only its share of the lines; the pipeline cuts the rendered
+    batch at the same samples, also when a part holds bad lines only (it is empty)."""
+    from mintdim_beam.encode_batch import share_bounds, share_entries
+    from mintdim_beam.render_batch import Layout, render_entries
+
+    plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
+    good = [json.dumps({"q": "x" * n, "a": "y"}) for n in (5, 50, 7, 80, 3, 9)]
+    lines = [good[0], "{bad", "[1]", good[1], good[2], "{bad", good[3], good[4], good[5]]
+    entries = [(10 + i, 20 + i, text, None) for i, text in enumerate(lines)]
+    entries[5] = (15, 25, None, "invalid UTF-8")
+    key = (0, 0, 0, 0)
+    batch = render_entries(Layout(plan), key, entries)[0]
+    assert len(batch["texts"]) == 6 and batch["first_sample"] == 10
+    for shares in (1, 2, 3, 4, 9, 12):
+        bounds = share_bounds(batch, shares)
+        assert bounds[0] == 0 and bounds[-1] == 6 and bounds == sorted(bounds)
+        for share, (start, end) in enumerate(zip(bounds, bounds[1:])):
+            mine = render_entries(Layout(plan), key, share_entries(entries, share, shares))[0]
+            assert (mine["texts"] if mine else []) == batch["texts"][start:end]
+        assert share_entries(entries, len(bounds) - 1, shares) == []  # no such part
+    only_bad = [(0, 0, "{bad", None), (1, 1, "{bad", None), (2, 2, json.dumps({"q": "a" * 90, "a": ""}), None)]
+    batch = render_entries(Layout(plan), key, only_bad)[0]
+    assert share_bounds(batch, 2) == [0, 0, 1]  # the first part's lines are all bad
+
+
 def test_merged_shares_equal_the_whole_batch_encoded_at_once(tokenizers_dir):
-    from mintdim_beam.transforms.tokenize import merge_shares, split_points
+    from mintdim_beam.transforms.tokenize import merge_shares
 
     plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
     encoder = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
     texts = TEXTS * 5
-    parts = split_points(texts, 3)
-    assert len(parts) == 4
+    parts = [0, 2, 2, 7, len(texts)]  # an empty share too (its lines were all bad)
     merged = merge_shares([encoder.encode(texts[a:b]) for a, b in zip(parts, parts[1:])], parts)
     whole = encoder.encode(texts)
     np.testing.assert_array_equal(merged[0], whole[0])
@@ -261,7 +316,7 @@ def _head_start_file(tmp_path):
 
 def _pipeline_shares(plan, path, shares):
     """What the Tokenize DoFn sends helper i for each batch: the same reader and split."""
-    from mintdim_beam.encode_batch import split_points
+    from mintdim_beam.encode_batch import share_bounds
     from mintdim_beam.render_batch import Layout, render_entries
     from mintdim_beam.source import RangeBatches, plan_ranges
 
@@ -269,10 +324,10 @@ def _pipeline_shares(plan, path, shares):
     per_share = [[] for _ in range(shares)]
     with open(path, "rb") as handle:
         for key, entries in RangeBatches(handle, byte_range, plan.dataset.build_batch):
-            texts = render_entries(Layout(plan), key, entries)[0]["texts"]
-            parts = split_points(texts, shares)
+            batch = render_entries(Layout(plan), key, entries)[0]
+            parts = share_bounds(batch, shares)
             for share, (start, end) in enumerate(zip(parts, parts[1:])):
-                per_share[share].append(texts[start:end])
+                per_share[share].append(batch["texts"][start:end])
     return byte_range, per_share
 
 
@@ -329,7 +384,7 @@ def test_a_head_start_the_helper_cannot_make_leaves_it_working(tokenizers_dir, t
         helper.close()
 
 
-def test_a_head_start_stops_at_the_first_request_and_at_its_limit(tokenizers_dir, tmp_path):
+def test_a_head_start_reads_its_range_up_to_its_limit(tokenizers_dir, tmp_path):
     import dataclasses
 
     from mintdim_beam.encoder_process import _answered_ahead, _head_start
@@ -340,23 +395,62 @@ def test_a_head_start_stops_at_the_first_request_and_at_its_limit(tokenizers_dir
     byte_range, (batches,) = _pipeline_shares(plan, path, 1)
     assert [len(b) for b in batches] == [3, 3]  # 4 lines a batch; one bad, a blank skipped
 
-    def start(max_samples, requests_after):
-        """A head start during which a request arrives after `requests_after` batches."""
-        checks = iter(range(requests_after + 1, 0, -1))
-        return _head_start(encoders, {0: plan}, byte_range, 4, 0, 1, max_samples,
-                           waiting=lambda: next(checks, 0) == 1)
+    def start(max_samples):
+        return list(_head_start(encoders, {0: plan}, byte_range, 4, 0, 1, max_samples))
 
-    assert [texts for _, texts, _ in start(100, 99)] == batches
-    assert [texts for _, texts, _ in start(100, 1)] == batches[:1]  # a request came
-    assert start(100, 0) == []
-    assert [texts for _, texts, _ in start(4, 99)] == batches[:1]  # 4 lines read: enough
-    done = start(100, 99)
+    assert [texts for _, texts, _ in start(100)] == batches
+    assert [texts for _, texts, _ in start(4)] == batches[:1]  # 4 lines read: enough
+    done = start(100)
     assert _answered_ahead(done, 0, [list(t) for t in batches[1]])[0] == "ok"
     assert [texts for _, texts, _ in done] == [batches[0]]  # answered once
     assert _answered_ahead(done, 1, batches[0]) is None  # another dataset
     assert _answered_ahead(done, 0, batches[0][:1]) is None
     unknown = dataclasses.replace(byte_range, dataset=5)  # nothing to encode it with
-    assert _head_start(encoders, {0: plan}, unknown, 4, 0, 1, 100, waiting=lambda: False) == []
+    assert list(_head_start(encoders, {0: plan}, unknown, 4, 0, 1, 100)) == []
+
+
+def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_cannot(
+        tokenizers_dir, tmp_path):
+    """The serving loop, in this process: requests arrive after the first share is
+    encoded ahead, and between later ones; the first request the head start has not
+    encoded ends it (its end comes before that reply), and an empty share does not."""
+    import io
+
+    from mintdim_beam.encoder_process import _read_message, _serve, _write_message
+
+    path = tmp_path / "in.jsonl"
+    rows = [{"q": f"question {i} about units", "a": "answer " * (i % 5)} for i in range(24)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    plan = _file_plan(tokenizers_dir, path)
+    local = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
+    byte_range, (mine, _) = _pipeline_shares(plan, path, 2)
+    assert len(mine) == 6 and all(mine)
+    requests = io.BytesIO()
+    for message in (("plans", {0: plan}, tokenizer_files_of({0: plan})),
+                    ("head_start", byte_range, plan.dataset.build_batch, 0, 2, 100),
+                    ("encode", 0, mine[0]), ("encode", 0, []), ("encode", 0, mine[1]),
+                    ("encode", 0, mine[2]), ("encode", 0, mine[3])):
+        _write_message(requests, message)
+    requests.seek(0)
+    # Before each head-start step: is a request waiting? The first share is encoded,
+    # then one request read; then another share, then the next two requests...
+    script = iter([False, True, True, False, True, True])
+    replies = io.BytesIO()
+    _serve(requests, replies, 0, waiting=lambda _: next(script))
+    replies.seek(0)
+    got = []
+    while replies.tell() < len(replies.getvalue()):
+        got.append(_read_message(replies))
+    assert [(status, ahead) for status, _, ahead in got] == [
+        ("ok", True), ("ok", False), ("ok", True), ("head_start", False), ("ok", False),
+        ("ok", False)]
+    assert got[3][1] == len(mine[0]) + len(mine[1])  # encoded ahead: two shares
+    for (_, payload, _), texts in zip([g for g in got if g[0] == "ok"],
+                                      [mine[0], [], mine[1], mine[2], mine[3]]):
+        want = local.encode(texts)
+        np.testing.assert_array_equal(payload[0], want[0])
+        np.testing.assert_array_equal(payload[1], want[1])
+        assert payload[2] == want[2]
 
 
 def test_request_waiting_sees_unread_bytes_and_a_closed_pipe():

@@ -7,7 +7,7 @@ so their start-up overlaps the planning instead of the first batches, and their 
 start (the first batches, encoded while Beam loaded) is counted in `head_start_samples`.
 
 With helper encoder processes (the local default: one per core) each batch is split
-among the helpers by text length while this worker renders the next ones; a batch leaves
+among the helpers by the size of its lines while this worker renders the next ones; a batch leaves
 once two newer ones are submitted, the last at `finish_bundle`. Output order never matters
 downstream: batches carry their keys.
 """
@@ -20,7 +20,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from ..encode_batch import BatchEncoder, split_points
+from ..encode_batch import BatchEncoder, share_bounds
 from ..encoder_process import adopt_warm, helper_threads, start_helpers
 from ..faults import BundleFaults
 from ..tokenizers import cached_tokenizer
@@ -73,7 +73,7 @@ class TokenizeFn(beam.DoFn):
         # Every helper encodes a share of every batch: no helper waits for the others
         # at the end, and the first batch is back soonest.
         texts = batch["texts"]
-        parts = split_points(texts, len(self._helpers))
+        parts = share_bounds(batch, len(self._helpers))
         for helper, (start, end) in zip(self._helpers, zip(parts, parts[1:])):
             helper.submit(chunk_key[0], texts[start:end])
         self._pending.append((chunk_key, batch, parts))
