@@ -105,8 +105,9 @@ def decide_overflows(declared, candidates, choose: Chooser) -> OverflowPlan:
     return OverflowPlan(outcomes, sizes, rows, None)
 
 
-def truncated_lengths(lengths: np.ndarray, keep: int) -> np.ndarray:
-    """Segment lengths after keeping the first `keep` payload tokens."""
-    ends = np.minimum(np.cumsum(lengths), keep)
-    starts = np.concatenate(([0], ends[:-1]))
+def truncated_lengths(lengths: np.ndarray, keep) -> np.ndarray:
+    """Segment lengths after keeping the first `keep` payload tokens. Also for many
+    samples at once: rows of `lengths`, with one `keep` per row."""
+    ends = np.minimum(np.cumsum(lengths, axis=-1), np.asarray(keep)[..., None])
+    starts = np.concatenate((np.zeros_like(ends[..., :1]), ends[..., :-1]), axis=-1)
     return (ends - starts).astype(lengths.dtype)

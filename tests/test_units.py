@@ -52,6 +52,9 @@ def test_truncated_lengths_cut_from_the_end():
     assert truncated_lengths(lengths, 6).tolist() == [3, 0, 3, 0]
     assert truncated_lengths(lengths, 12).tolist() == [3, 0, 4, 5]
     assert truncated_lengths(lengths, 2).tolist() == [2, 0, 0, 0]
+    rows = np.array([lengths, lengths, [1, 1, 1, 1]])
+    assert truncated_lengths(rows, np.array([6, 2, 3])).tolist() == [
+        [3, 0, 3, 0], [2, 0, 0, 0], [1, 1, 1, 0]]  # many samples at once, row by row
 
 
 def test_unknown_policy_is_rejected():

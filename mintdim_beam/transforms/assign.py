@@ -124,6 +124,7 @@ class AssignFn(beam.DoFn):
         starts = np.cumsum(inline_totals) - inline_totals  # where each one's tokens start
         keep = totals.copy()
         outcomes = packed_plans.unpack()[ds].outcomes
+        truncated = []
         for j in np.nonzero(units == 0)[0].tolist():
             outcome = outcomes.get(chunk_key + (j, int(batch["lines"][j])))
             if outcome is None or outcome.unit is None:
@@ -131,7 +132,9 @@ class AssignFn(beam.DoFn):
             units[j] = outcome.unit
             if outcome.action == "truncate":
                 keep[j] = outcome.unit
-                lengths[j] = truncated_lengths(lengths[j], outcome.unit)
+                truncated.append(j)
+        if truncated:
+            lengths[truncated] = truncated_lengths(lengths[truncated], keep[truncated])
 
         # Rank within the unit = earlier batches' count (prefix sum) + order in this batch.
         written = np.nonzero(units > 0)[0]
