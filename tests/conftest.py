@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+import shutil
 import socket
 import subprocess
 import sys
 
 REPO = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).parent / "golden"
 IN_MEMORY = ["--runner=FnApiRunner"]
 BUNDLE_RETRYING = ["--runner=BundleBasedDirectRunner"]  # retries a failed bundle up to 4 times
 MULTI_PROCESS = ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
@@ -153,3 +155,12 @@ def copy_to_memory_fs(local_root: Path, url: str) -> None:
     for path in local_root.rglob("*"):
         if path.is_file():
             fs.pipe(f"{url}/{path.relative_to(local_root).as_posix()}", path.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def golden_copy(tmp_path_factory) -> Path:
+    """The golden cases' inputs (not their expected outputs) in a scratch dir, one per
+    test module: builds write their outputs next to the inputs."""
+    root = tmp_path_factory.mktemp("golden")
+    shutil.copytree(GOLDEN, root / "golden", ignore=shutil.ignore_patterns("expected"))
+    return root / "golden"

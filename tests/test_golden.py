@@ -11,21 +11,13 @@ import pytest
 
 from mintdim_beam import errors
 
-from conftest import BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, content_tree, run_build
+from conftest import BUNDLE_RETRYING, GOLDEN, IN_MEMORY, MULTI_PROCESS, content_tree, run_build
 
-GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "case.json").is_file())
 # A spread of cases also built on worker processes with tiny byte ranges.
 MULTI_CASES = {"shared_three_files_duplicates", "overflow_extend_shared_files",
                "line_endings_whitespace", "mapped_two_outputs", "multishard_empty_units",
                "multilingual_hf_bpe_fused_unk"}
-
-
-@pytest.fixture(scope="module")
-def golden_copy(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("golden")
-    shutil.copytree(GOLDEN, root / "golden", ignore=shutil.ignore_patterns("expected"))
-    return root / "golden"
 
 
 def _outputs(case: dict) -> list[str]:

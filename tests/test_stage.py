@@ -10,9 +10,8 @@ import pytest
 
 from mintdim_beam.transforms import write
 
-from conftest import IN_MEMORY, content_tree, run_build
+from conftest import GOLDEN, IN_MEMORY, content_tree, run_build
 
-GOLDEN = Path(__file__).parent / "golden"
 # Overflow samples whose records are built after the global step, among staged ones of
 # the same batch and unit, across shard boundaries; and a case with many tiny shards.
 CASES = ["overflow_truncate_multisegment", "overflow_extend_shared_files",
@@ -20,13 +19,6 @@ CASES = ["overflow_truncate_multisegment", "overflow_extend_shared_files",
 
 RECORDS_AFTER_THE_GLOBAL_STEP = {"overflow_truncate_multisegment", "overflow_extend_shared_files",
                                  "overflow_extend_prompt"}
-
-
-@pytest.fixture(scope="module")
-def golden_copy(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("golden_stage")
-    shutil.copytree(GOLDEN, root / "golden", ignore=shutil.ignore_patterns("expected"))
-    return root / "golden"
 
 
 @pytest.fixture

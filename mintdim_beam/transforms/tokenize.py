@@ -7,9 +7,9 @@ so their start-up overlaps the planning instead of the first batches, and their 
 start (the first batches, encoded while Beam loaded) is counted in `head_start_samples`.
 
 With helper encoder processes (the local default: one per core) each batch is split
-among the helpers by the size of its lines while this worker renders the next ones; a batch leaves
-once two newer ones are submitted, the last at `finish_bundle`. Output order never matters
-downstream: batches carry their keys.
+among the helpers by the size of its lines while this worker renders the next ones; a
+batch leaves once two newer ones are submitted, the last at `finish_bundle`. Output
+order never matters downstream: batches carry their keys.
 """
 from __future__ import annotations
 
