@@ -47,7 +47,9 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges, warm_key)
-    tokenized = tokenized | "StageRecords" >> StageRecords(plans)
+    from .options import stages_records
+
+    tokenized = tokenized | "StageRecords" >> StageRecords(plans, stages_records(p.options))
     overflow_plans = (tokenized, numbering) | "DecideOverflows" >> DecideOverflows(
         plans, datasets, choosers)
     offsets = (tokenized, overflow_plans) | "UnitOffsets" >> UnitOffsets(plans)

@@ -22,6 +22,12 @@ class MintDimOptions(PipelineOptions):
                             help="helper processes that encode batches while the worker renders "
                                  "the next ones; 0 encodes in the worker (default -1: one per "
                                  "core, at most 8, for the local in-process run, else 0)")
+        parser.add_argument("--stage_records", choices=("auto", "off"), default="auto",
+                            help="auto: records of samples that fit a declared unit go to block "
+                                 "files in the output's scratch dir as soon as they are "
+                                 "tokenized, for local outputs (as much scratch disk as the "
+                                 "shards, until the build ends); off: they travel in the "
+                                 "pipeline, as for gs:// and s3:// outputs")
 
 
 def default_flags() -> list[str]:
@@ -84,3 +90,8 @@ def range_bytes(options: PipelineOptions) -> int:
 def waits(options: PipelineOptions) -> bool:
     """False for a templated launch: the launcher must not wait for the job."""
     return not options.view_as(MintDimOptions).no_wait
+
+
+def stages_records(options: PipelineOptions) -> bool:
+    """Whether StageRecords may stage local outputs' records (`--stage_records`)."""
+    return options.view_as(MintDimOptions).stage_records == "auto"

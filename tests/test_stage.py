@@ -35,14 +35,14 @@ def pieces_written(monkeypatch):
     return seen
 
 
-def _build(name: str, golden_copy: Path, output: str):
+def _build(name: str, golden_copy: Path, output: str, flags=()):
     case = json.loads((GOLDEN / name / "case.json").read_text())
     return run_build(golden_copy / name, files=case["files"], fields=case["fields"],
                      templates=case["templates"], tokenizer=case["tokenizer"]["type"],
                      tokenizer_files=case["tokenizer"]["files"], sizes=case["sizes"],
                      build_batch=case["build_batch"], output=output,
                      samples_per_shard=case["samples_per_shard"], options=IN_MEMORY + [
-                         "--input_range_bytes=1024"],
+                         "--input_range_bytes=1024", *flags],
                      on_overflow=case["on_overflow"], on_template_unk=case["on_template_unk"])
 
 
@@ -84,6 +84,15 @@ def test_records_kept_in_the_pipeline_give_the_same_bytes(name, golden_copy, pie
     want = json.loads(expected.pop("manifest.json"))
     assert got == expected
     assert manifest["units"] == want["units"]  # the output dir differs, nothing else
+    assert pieces_written and {kind for kind, _ in pieces_written} == {"bytes"}
+
+
+def test_staging_can_be_turned_off_for_a_local_output(golden_copy, pieces_written):
+    name = "overflow_truncate_multisegment"
+    out = golden_copy / name / "out_unstaged"
+    shutil.rmtree(out, ignore_errors=True)
+    _build(name, golden_copy, "out_unstaged", ["--stage_records=off"])
+    assert content_tree(out) == _expected(name)
     assert pieces_written and {kind for kind, _ in pieces_written} == {"bytes"}
 
 

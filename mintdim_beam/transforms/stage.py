@@ -33,6 +33,7 @@ class BlockRange(NamedTuple):
 
 
 def stages_records(plan) -> bool:
+    """Local outputs only (see the module docstring)."""
     return not storage.is_url(plan.dataset.output_path)
 
 
@@ -78,19 +79,21 @@ def stage_batch(plan, chunk_key, batch: dict) -> dict:
 
 
 class StageRecords(beam.PTransform):
-    """Tokenized batches -> the same batches, their declared units' records staged."""
+    """Tokenized batches -> the same batches, their declared units' records staged.
+    `enabled=False` (`--stage_records=off`) passes every batch on as it is."""
 
-    def __init__(self, plans: dict):
+    def __init__(self, plans: dict, enabled: bool = True):
         super().__init__()
         self._plans = plans
+        self._staged = {ds for ds, plan in plans.items() if enabled and stages_records(plan)}
 
     def expand(self, tokenized):
-        plans = self._plans
+        plans, staged = self._plans, self._staged
 
         def stage(element):
             chunk_key, batch = element
-            plan = plans[chunk_key[0]]
-            return chunk_key, (stage_batch(plan, chunk_key, batch) if stages_records(plan)
-                               else batch)
+            if chunk_key[0] not in staged:
+                return element
+            return chunk_key, stage_batch(plans[chunk_key[0]], chunk_key, batch)
 
         return tokenized | "WriteBlocks" >> beam.Map(stage)
