@@ -317,17 +317,32 @@ def _drain(proc: subprocess.Popen, replies: queue.Queue) -> None:
 
 def _stop_child(requests: queue.Queue, proc: subprocess.Popen, writer: threading.Thread,
                 reader: threading.Thread) -> None:
-    requests.put(None)  # end of input: the child exits (its replies are drained)
-    writer.join(timeout=10)
+    """End of input makes the child exit; its replies are drained meanwhile. As the
+    finalizer of an abandoned client this may run on the writer or drain thread itself
+    (the collector runs where it is triggered): that thread is not joined, and when it is
+    the drain thread nobody reads the child's output any more, so it is closed first."""
+    here = threading.current_thread()
+    requests.put(None)
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    reader.join(timeout=10)
+        if here is reader:
+            _close(proc.stdout)  # a reply being written then fails and the child exits
+        if here is not writer:
+            writer.join(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if here is not reader:
+            reader.join(timeout=10)
+    finally:
+        _close(proc.stdout)
+
+
+def _close(stream) -> None:
     try:
-        proc.stdout.close()
-    except OSError:
+        stream.close()
+    except (OSError, RuntimeError, ValueError):  # gone, or in use by this very thread
         pass
 
 
@@ -385,6 +400,7 @@ def _serve(requests, replies, threads: int, waiting=None) -> None:
             if reply is None:
                 if head is not None and texts:  # the pipeline caught up with the head start
                     end_head_start()
+                    ahead.clear()  # in order, it asked for all of them; else it never will
                 # A batch allocates one list per segment and nothing cyclic: the
                 # collector's passes over them (3 to 4% of a helper's time) are pure cost.
                 gc.disable()

@@ -133,6 +133,38 @@ def test_a_helper_goes_on_while_its_replies_wait_to_be_collected(tokenizers_dir)
         helper.close()
 
 
+@pytest.mark.parametrize("role", ["writer", "reader"])
+def test_a_helper_stopped_from_its_own_feed_or_drain_thread_still_stops(tokenizers_dir, role):
+    """An abandoned client's finalizer runs on whichever thread the collector runs on,
+    which may be one of the client's own: it must not join itself, and must still end
+    the child and close its output."""
+    import threading
+
+    from mintdim_beam.encoder_process import _stop_child
+
+    helper = EncoderProcess({0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))})
+    helper.submit(0, TEXTS * 200)  # a reply may be on its way meanwhile
+    failures = []
+
+    def stop_here():
+        here = threading.current_thread()
+        try:
+            _stop_child(helper._requests, helper._proc,
+                        here if role == "writer" else helper._writer,
+                        here if role == "reader" else helper._reader)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    thread = threading.Thread(target=stop_here)
+    thread.start()
+    thread.join(timeout=60)
+    try:
+        assert not thread.is_alive() and failures == []
+        assert helper._proc.poll() is not None and helper._proc.stdout.closed
+    finally:
+        helper.close()
+
+
 def test_an_unguarded_user_script_runs_once(tokenizers_dir, tmp_path):
     """multiprocessing's spawn would import the user's __main__ again in every helper; a
     script without `if __name__ == "__main__"` would then build again and again."""
