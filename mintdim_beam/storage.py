@@ -130,6 +130,48 @@ def write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None = 
     rename(fs, temp, path)
 
 
+def write_pieces_atomic(path: str, pieces: list, output_dir: str) -> None:
+    """`write_atomic` of the pieces joined: each is bytes, or a (file, start, length)
+    range of a file. For a local path the ranges are copied by the kernel
+    (`os.copy_file_range`), never through a Python buffer."""
+    copy_range = getattr(os, "copy_file_range", None)
+    if is_url(path) or copy_range is None:
+        write_atomic(path, b"".join(p if isinstance(p, bytes) else read_range(*p)
+                                    for p in pieces), output_dir)
+        return
+    fs = filesystem(path)
+    temp = _new_temp(fs, output_dir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(temp, "wb", buffering=0) as out:
+        for piece in pieces:
+            if isinstance(piece, bytes):
+                _write_all(out, piece)
+            else:
+                _copy_range(copy_range, piece, out)
+    rename(fs, temp, path)
+
+
+def _write_all(out, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view):]
+
+
+def _copy_range(copy_range, piece, out) -> None:
+    source, start, length = piece
+    with open(source, "rb", buffering=0) as src:
+        done = 0
+        while done < length:
+            try:
+                copied = copy_range(src.fileno(), out.fileno(), length - done, start + done)
+            except OSError:  # not between these filesystems: copy it ourselves
+                _write_all(out, read_range(source, start + done, length - done))
+                return
+            if copied == 0:
+                raise OSError(f"{source}: {done} bytes at {start}, {length} expected")
+            done += copied
+
+
 def write_partial_temp(data: bytes, output_dir: str) -> str:
     """What a worker killed mid-write leaves behind: a temp file, never a final name."""
     fs = filesystem(output_dir)

@@ -8,7 +8,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from mintdim_beam.transforms import write
+from mintdim_beam import storage
 
 from conftest import GOLDEN, IN_MEMORY, content_tree, run_build
 
@@ -23,15 +23,14 @@ RECORDS_AFTER_THE_GLOBAL_STEP = {"overflow_truncate_multisegment", "overflow_ext
 
 @pytest.fixture
 def pieces_written(monkeypatch):
-    """What ShardWrite joined: ("block", bytes) or ("bytes", bytes) per piece."""
-    seen, real = [], write.piece_bytes
+    """What ShardWrite joined: "block" (a range of a staged block) or "bytes" per piece."""
+    seen, real = [], storage.write_pieces_atomic
 
-    def spy(piece):
-        data = real(piece)
-        seen.append(("bytes" if isinstance(piece, bytes) else "block", len(data)))
-        return data
+    def spy(path, pieces, output_dir):
+        seen.extend("bytes" if isinstance(piece, bytes) else "block" for piece in pieces)
+        return real(path, pieces, output_dir)
 
-    monkeypatch.setattr(write, "piece_bytes", spy)
+    monkeypatch.setattr(storage, "write_pieces_atomic", spy)
     return seen
 
 
@@ -57,7 +56,7 @@ def test_staged_records_give_the_reference_bytes(name, golden_copy, pieces_writt
     _build(name, golden_copy, "out_staged")
     assert content_tree(out) == _expected(name)
     assert not (out / "_mintdim_tmp").exists()  # the blocks went with the scratch dir
-    kinds = {kind for kind, _ in pieces_written}
+    kinds = set(pieces_written)
     assert "block" in kinds
     # truncated and extended samples' records came as bytes (skipped ones have none)
     assert ("bytes" in kinds) == (name in RECORDS_AFTER_THE_GLOBAL_STEP)
@@ -84,7 +83,7 @@ def test_records_kept_in_the_pipeline_give_the_same_bytes(name, golden_copy, pie
     want = json.loads(expected.pop("manifest.json"))
     assert got == expected
     assert manifest["units"] == want["units"]  # the output dir differs, nothing else
-    assert pieces_written and {kind for kind, _ in pieces_written} == {"bytes"}
+    assert pieces_written and set(pieces_written) == {"bytes"}
 
 
 def test_staging_can_be_turned_off_for_a_local_output(golden_copy, pieces_written):
@@ -93,14 +92,34 @@ def test_staging_can_be_turned_off_for_a_local_output(golden_copy, pieces_writte
     shutil.rmtree(out, ignore_errors=True)
     _build(name, golden_copy, "out_unstaged", ["--stage_records=off"])
     assert content_tree(out) == _expected(name)
-    assert pieces_written and {kind for kind, _ in pieces_written} == {"bytes"}
+    assert pieces_written and set(pieces_written) == {"bytes"}
 
 
 def test_a_missing_part_of_a_staged_block_is_an_error(tmp_path):
-    from mintdim_beam import storage
-
     path = tmp_path / "block.bin"
     path.write_bytes(b"0123456789")
     assert storage.read_range(str(path), 2, 5) == b"23456"
     with pytest.raises(OSError, match="block.bin: 4 bytes at 6, 8 expected"):
         storage.read_range(str(path), 6, 8)
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_shard_is_its_pieces_joined_ranges_copied_by_the_kernel_locally(tmp_path, where):
+    blocks = [tmp_path / "a.bin", tmp_path / "b.bin"]
+    blocks[0].write_bytes(bytes(range(200)))
+    blocks[1].write_bytes(b"xyz" * 1000)
+    pieces = [b"head", (str(blocks[0]), 10, 50), (str(blocks[1]), 0, 3000), b"",
+              (str(blocks[0]), 199, 1), b"tail"]
+    want = b"head" + bytes(range(10, 60)) + b"xyz" * 1000 + bytes([199]) + b"tail"
+    fs = fsspec.filesystem("memory")
+    out = str(tmp_path / "out") if where == "local" else "memory://pieces-test/out"
+    target = storage.join(out, "unit_8", "shard_000000.bin")
+    try:
+        storage.write_pieces_atomic(target, pieces, out)
+        assert storage.read_bytes(target) == want
+        with pytest.raises(OSError, match="a.bin"):  # a range past the block's end
+            storage.write_pieces_atomic(target, [(str(blocks[0]), 150, 100)], out)
+        assert storage.read_bytes(target) == want  # the shard that was there is intact
+    finally:
+        if where == "memory":
+            fs.rm("memory://pieces-test", recursive=True)

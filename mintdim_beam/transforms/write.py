@@ -36,6 +36,10 @@ def piece_bytes(piece) -> bytes:
     return storage.read_range(path, start, length)
 
 
+def piece_size(piece) -> int:
+    return len(piece) if isinstance(piece, bytes) else piece[2]
+
+
 class WriteShardFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
@@ -48,14 +52,15 @@ class WriteShardFn(beam.DoFn):
     def process(self, element):
         (ds, unit, shard), pieces = element
         plan = self._plans[ds]
-        data = b"".join(piece_bytes(piece) for _, piece in sorted(pieces, key=lambda p: p[0]))
-        samples = len(data) // fmt.record_bytes(unit, plan.n_segments, plan.bytes_per_token)
+        ordered = [piece for _, piece in sorted(pieces, key=lambda p: p[0])]
+        size = sum(map(piece_size, ordered))
+        samples = size // fmt.record_bytes(unit, plan.n_segments, plan.bytes_per_token)
         self._group_records.update(samples)
         out = plan.dataset.output_path
         self._faults.check((ds, unit, shard), before_raise=lambda: storage.write_partial_temp(
-            data[: len(data) // 2], out))
-        storage.write_atomic(storage.join(out, fmt.shard_name(unit, shard)), data, out)
-        for line in fmt.shard_progress_lines(shard, samples, len(data), unit):
+            b"".join(map(piece_bytes, ordered))[: size // 2], out))
+        storage.write_pieces_atomic(storage.join(out, fmt.shard_name(unit, shard)), ordered, out)
+        for line in fmt.shard_progress_lines(shard, samples, size, unit):
             print(line, file=sys.stderr, flush=True)
         yield ds, unit, shard, samples
 
