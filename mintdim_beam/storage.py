@@ -136,8 +136,7 @@ def write_pieces_atomic(path: str, pieces: list, output_dir: str) -> None:
     (`os.copy_file_range`), never through a Python buffer."""
     copy_range = getattr(os, "copy_file_range", None)
     if is_url(path) or copy_range is None:
-        write_atomic(path, b"".join(p if isinstance(p, bytes) else read_range(*p)
-                                    for p in pieces), output_dir)
+        write_atomic(path, pieces_bytes(pieces), output_dir)
         return
     fs = filesystem(path)
     temp = _new_temp(fs, output_dir)
@@ -149,6 +148,15 @@ def write_pieces_atomic(path: str, pieces: list, output_dir: str) -> None:
             else:
                 _copy_range(copy_range, piece, out)
     rename(fs, temp, path)
+
+
+def pieces_bytes(pieces: list) -> bytes:
+    """The pieces of `write_pieces_atomic` joined in memory, ranges read."""
+    return b"".join(p if isinstance(p, bytes) else read_range(*p) for p in pieces)
+
+
+def pieces_size(pieces: list) -> int:
+    return sum(len(p) if isinstance(p, bytes) else p[2] for p in pieces)
 
 
 def _write_all(out, data) -> None:

@@ -14,7 +14,7 @@ from .. import format as fmt
 from ..failures import PendingError
 from ..packed import Packed
 from .gather import ApplyToAll
-from .stage import BlockRange, block_path, block_sections, gather_index
+from .stage import BlockRange, block_path, block_sections, unit_records
 from ..units import Candidate, assign_declared, decide_overflows, truncated_lengths
 
 HASHES = "hashes"
@@ -203,9 +203,8 @@ class AssignFn(beam.DoFn):
                     yield key, (rank, BlockRange(
                         block, sections[unit] + int(block_index[js[0]]) * width, len(js) * width))
                     continue
-                payload = tokens[gather_index(starts[js], keep[js])]
-                yield key, (rank, fmt.build_records(payload, lengths[js], unit, plan.magic,
-                                                    plan.pad_id, plan.token_dtype).tobytes())
+                yield key, (rank, unit_records(plan, unit, tokens, starts[js], keep[js],
+                                               lengths[js]).tobytes())
 
         if sample_rows:
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))

@@ -32,11 +32,6 @@ class BlockRange(NamedTuple):
     length: int
 
 
-def stages_records(plan) -> bool:
-    """Local outputs only (see the module docstring)."""
-    return not storage.is_url(plan.dataset.output_path)
-
-
 def block_path(output_dir: str, chunk_key) -> str:
     return scratch_path(output_dir, "blocks", chunk_key, "bin")
 
@@ -45,6 +40,13 @@ def gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Indices of [starts[i], starts[i] + counts[i]) for every i, concatenated."""
     offsets = np.cumsum(counts) - counts
     return np.arange(int(counts.sum())) + np.repeat(starts - offsets, counts)
+
+
+def unit_records(plan, unit: int, tokens, starts, counts, lengths) -> np.ndarray:
+    """Records of `unit` for the samples whose payloads are `tokens[starts[i]:][:counts[i]]`
+    and whose segment lengths are the rows of `lengths`."""
+    return fmt.build_records(tokens[gather_index(starts, counts)], lengths, unit, plan.magic,
+                             plan.pad_id, plan.token_dtype)
 
 
 def block_sections(plan, declared: np.ndarray) -> dict:
@@ -68,9 +70,8 @@ def stage_batch(plan, chunk_key, batch: dict) -> dict:
     records = []
     for unit in block_sections(plan, declared):
         members = np.flatnonzero(declared == unit)
-        payload = tokens[gather_index(starts[members], totals[members])]
-        records.append(fmt.build_records(payload, lengths[members], unit, plan.magic,
-                                         plan.pad_id, plan.token_dtype))
+        records.append(unit_records(plan, unit, tokens, starts[members], totals[members],
+                                    lengths[members]))
     if records:
         out = plan.dataset.output_path
         storage.write_atomic(block_path(out, chunk_key), b"".join(records), out)
@@ -85,7 +86,9 @@ class StageRecords(beam.PTransform):
     def __init__(self, plans: dict, enabled: bool = True):
         super().__init__()
         self._plans = plans
-        self._staged = {ds for ds, plan in plans.items() if enabled and stages_records(plan)}
+        # Local outputs only (see the module docstring).
+        self._staged = {ds for ds, plan in plans.items()
+                        if enabled and not storage.is_url(plan.dataset.output_path)}
 
     def expand(self, tokenized):
         plans, staged = self._plans, self._staged

@@ -28,18 +28,6 @@ def part_path(output_dir: str, kind: str, chunk_key) -> str:
     return scratch_path(output_dir, f"parts/{kind}", chunk_key, "jsonl")
 
 
-def piece_bytes(piece) -> bytes:
-    """A piece's records: bytes as they came, or read from the staged block they name."""
-    if isinstance(piece, bytes):
-        return piece
-    path, start, length = piece
-    return storage.read_range(path, start, length)
-
-
-def piece_size(piece) -> int:
-    return len(piece) if isinstance(piece, bytes) else piece[2]
-
-
 class WriteShardFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
@@ -53,12 +41,12 @@ class WriteShardFn(beam.DoFn):
         (ds, unit, shard), pieces = element
         plan = self._plans[ds]
         ordered = [piece for _, piece in sorted(pieces, key=lambda p: p[0])]
-        size = sum(map(piece_size, ordered))
+        size = storage.pieces_size(ordered)
         samples = size // fmt.record_bytes(unit, plan.n_segments, plan.bytes_per_token)
         self._group_records.update(samples)
         out = plan.dataset.output_path
         self._faults.check((ds, unit, shard), before_raise=lambda: storage.write_partial_temp(
-            b"".join(map(piece_bytes, ordered))[: size // 2], out))
+            storage.pieces_bytes(ordered)[: size // 2], out))
         storage.write_pieces_atomic(storage.join(out, fmt.shard_name(unit, shard)), ordered, out)
         for line in fmt.shard_progress_lines(shard, samples, size, unit):
             print(line, file=sys.stderr, flush=True)
