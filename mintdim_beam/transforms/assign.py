@@ -155,7 +155,7 @@ class AssignFn(beam.DoFn):
         digests, empty, unks = batch["digests"], batch["empty"], batch["unks"]
         shard_name = fmt.shard_name
         sample_rows = [fmt.sample_row(sample_ids[j], digests[j], keep_l[j], unit_l[j], file_json,
-                                      lines[j], shard_name(unit_l[j], shard_l[j]), empty[j])
+                                      lines[j], shard_name(unit_l[j], shard_l[j]), empty.get(j))
                        for j in idx]
         unk_rows, unk_samples, unk_tokens = [], 0, 0
         for j in sorted(unks):
