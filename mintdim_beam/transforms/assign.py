@@ -40,15 +40,17 @@ def declared_units(plans, element):
 
 def overflow_candidates(plans, element):
     """Samples longer than the largest declared size: the only order-dependent ones.
-    One element per batch that has any: (chunk key, [(j, local sample, local line,
-    token count)])."""
+    One element per batch that has any: (chunk key, int64 rows of (j, local sample,
+    local line, token count)). One array, not a tuple per sample: the decision reads
+    them as a side input, which Beam weighs object by object (0.05 s of the step for
+    5,000 candidates as tuples)."""
     chunk_key, batch = element
     plan = plans[chunk_key[0]]
     totals = batch["lengths"].sum(axis=1)
     js = np.nonzero(totals > plan.dataset.sizes[-1])[0]
     if len(js):
-        yield chunk_key, list(zip(js.tolist(), batch["samples"][js].tolist(),
-                                  batch["lines"][js].tolist(), totals[js].tolist()))
+        yield chunk_key, np.stack([js, batch["samples"][js], batch["lines"][js], totals[js]],
+                                  axis=1).astype(np.int64)
 
 
 def number_candidates(candidates, datasets, numbering) -> dict:
@@ -62,7 +64,7 @@ def number_candidates(candidates, datasets, numbering) -> dict:
             Candidate(order=chunk_key + (j, local_line), sample_id=sample_offset + local_sample,
                       token_count=token_count, source_file=source_file,
                       source_line=line_offset + local_line + 1)
-            for j, local_sample, local_line, token_count in entries)
+            for j, local_sample, local_line, token_count in entries.tolist())
     return by_ds
 
 
