@@ -70,13 +70,19 @@ def _read_exactly(stream, size: int) -> bytes:
     return b"".join(pieces)
 
 
-def _read_message(stream):
+def _read_frame(stream) -> bytes | None:
+    """One message's pickled bytes; None at the end of the stream (or a cut message)."""
     header = _read_exactly(stream, _HEADER.size)
     if len(header) < _HEADER.size:
-        raise EOFError
+        return None
     (size,) = _HEADER.unpack(header)
     data = _read_exactly(stream, size)
-    if len(data) < size:
+    return data if len(data) == size else None
+
+
+def _read_message(stream):
+    data = _read_frame(stream)
+    if data is None:
         raise EOFError
     return pickle.loads(data)
 
@@ -300,14 +306,7 @@ def _widen_pipe(pipe) -> None:
 def _drain(proc: subprocess.Popen, replies: queue.Queue) -> None:
     """Move each reply's bytes from the child's stdout to `replies`; None at the end."""
     try:
-        while True:
-            header = _read_exactly(proc.stdout, _HEADER.size)
-            if len(header) < _HEADER.size:
-                break
-            (size,) = _HEADER.unpack(header)
-            data = _read_exactly(proc.stdout, size)
-            if len(data) < size:
-                break
+        while (data := _read_frame(proc.stdout)) is not None:
             replies.put(data)
     except (OSError, ValueError):  # closed under us
         pass

@@ -197,7 +197,8 @@ class AssignFn(beam.DoFn):
             from_block = ~inline[members]
             bounds = np.flatnonzero(np.diff(member_shards) | np.diff(from_block)) + 1
             width = fmt.record_bytes(unit, plan.n_segments, plan.bytes_per_token)
-            block_index = np.cumsum(declared == unit) - 1
+            if from_block.any():  # each staged sample's place among its unit's in the block
+                block_index = np.cumsum(declared == unit) - 1
             for part in np.split(np.arange(len(members)), bounds):
                 key = ds, unit, int(member_shards[part[0]])
                 rank, js = int(member_ranks[part[0]]), members[part]
