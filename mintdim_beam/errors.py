@@ -34,6 +34,11 @@ __all__ = [
     "OutputValidationError",
     "TokenDTypeCapacityError",
     "SamplesPerShardError",
+    "SourceChangedError",
+    "SourceFormatError",
+    "EncoderCrashError",
+    "OutputWriteError",
+    "BuildInterruptedError",
     "error_from_payload",
 ]
 
@@ -381,23 +386,60 @@ class UnitOverflowError(MintDimError):
 
 
 class OutputValidationError(MintDimError):
-    """Raised when an output directory already exists and is not empty."""
+    """Raised when an output directory cannot take a new build: not empty (the seed's
+    form), held by another running build, holding an incomplete build of ours, or not
+    writable. ``problem`` names the form; ``detail`` says what was found."""
 
-    def __init__(self, *, directory: str):
-        directory = str(directory)
-        self._set(
-            {"directory": directory},
-            ["Output directory already exists and is not empty.", f"Directory: {directory}",
-             "Use a new output directory."],
-            ["Thư mục output đã tồn tại và không rỗng.", f"Thư mục: {directory}",
-             "Hãy dùng thư mục output mới."],
-        )
+    PROBLEMS = ("not_empty", "held", "incomplete", "unwritable")
+
+    def __init__(self, *, directory: str, problem: str = "not_empty", detail: str = ""):
+        directory, problem, detail = str(directory), str(problem), str(detail)
+        if problem not in self.PROBLEMS:
+            raise TypeError(f"OutputValidationError problem must be one of {self.PROBLEMS}")
+        kw = {"directory": directory}
+        if problem != "not_empty":
+            kw.update(problem=problem, detail=detail)
+        if problem == "not_empty":
+            en = ["Output directory already exists and is not empty.", f"Directory: {directory}",
+                  "Use a new output directory."]
+            vi = ["Thư mục output đã tồn tại và không rỗng.", f"Thư mục: {directory}",
+                  "Hãy dùng thư mục output mới."]
+        elif problem == "held":
+            en = ["Another build holds this output directory.", f"Directory: {directory}",
+                  f"Held by: {detail}",
+                  "Wait for that build to end, or use another output directory."]
+            vi = ["Một lần build khác đang giữ thư mục output này.", f"Thư mục: {directory}",
+                  f"Đang giữ: {detail}",
+                  "Hãy chờ lần build đó kết thúc, hoặc dùng thư mục output khác."]
+        elif problem == "incomplete":
+            en = ["Output directory holds an incomplete mintdim-beam build "
+                  "(failed, interrupted or killed).", f"Directory: {directory}",
+                  f"Found: {detail}",
+                  f"Remove it with: mintdim-beam clean {directory}"]
+            vi = ["Thư mục output chứa một lần build mintdim-beam chưa hoàn tất "
+                  "(lỗi, bị ngắt hoặc bị kill).", f"Thư mục: {directory}",
+                  f"Tìm thấy: {detail}",
+                  f"Xoá nó bằng: mintdim-beam clean {directory}"]
+        else:
+            en = ["Output directory cannot be written.", f"Directory: {directory}",
+                  f"Problem: {detail}", "Use a writable output directory."]
+            vi = ["Không ghi được vào thư mục output.", f"Thư mục: {directory}",
+                  f"Vấn đề: {detail}", "Hãy dùng thư mục output ghi được."]
+        self._set(kw, en, vi)
 
 
 class TokenDTypeCapacityError(MintDimError):
-    """Raised when the tokenizer vocab_size does not fit uint32 token ids."""
+    """Raised when the tokenizer vocab_size does not fit uint32 token ids (the seed's
+    form); with ``dtype``/``max_value``, when a value that must be stored in the record
+    header (a declared unit size, or an ``extend``ed sample's token count) is larger
+    than the token dtype holds (``unit_size``, or ``sample`` and ``token_count``)."""
 
-    def __init__(self, *, vocab_size: int):
+    def __init__(self, *, vocab_size: int | None = None, dtype: str | None = None,
+                 max_value: int | None = None, unit_size: int | None = None,
+                 sample: str | None = None, token_count: int | None = None):
+        if dtype is not None:
+            self._stored_value(vocab_size, dtype, max_value, unit_size, sample, token_count)
+            return
         v = int(vocab_size)
         u16, u32 = 2**16 - 1, 2**32 - 1
         self._set(
@@ -413,6 +455,34 @@ class TokenDTypeCapacityError(MintDimError):
              "Cách sửa:", _bullets(["dùng tokenizer có vocabulary nhỏ hơn",
                                     "hoặc dùng phiên bản MintDim hỗ trợ token dtype rộng hơn"])],
         )
+
+    def _stored_value(self, vocab_size, dtype, max_value, unit_size, sample, token_count):
+        kw = {"vocab_size": None if vocab_size is None else int(vocab_size), "dtype": str(dtype),
+              "max_value": int(max_value),
+              "unit_size": None if unit_size is None else int(unit_size),
+              "sample": None if sample is None else str(sample),
+              "token_count": None if token_count is None else int(token_count)}
+        limit_en = f"{kw['dtype']} holds segment lengths up to {_num(kw['max_value'], ',')}"
+        limit_vi = f"{kw['dtype']} chứa độ dài segment tối đa {_num(kw['max_value'], '.')}"
+        if kw["sample"] is not None:
+            en = ["Sample is too long to be stored with the token dtype (on_overflow=extend).",
+                  f"Sample: {kw['sample']}", f"token_count: {_num(kw['token_count'], ',')}", limit_en,
+                  "Fix:", _bullets(["run with on_overflow truncate or skip",
+                                    "or use a tokenizer with a vocabulary over 65,535 (uint32)"])]
+            vi = ["Sample quá dài để lưu bằng token dtype (on_overflow=extend).",
+                  f"Sample: {kw['sample']}", f"token_count: {_num(kw['token_count'], '.')}", limit_vi,
+                  "Cách sửa:", _bullets(["chạy với on_overflow truncate hoặc skip",
+                                         "hoặc dùng tokenizer có vocabulary trên 65.535 (uint32)"])]
+        else:
+            en = ["Unit size is larger than the token dtype can store in a record header.",
+                  f"Unit size: {_num(kw['unit_size'], ',')}",
+                  f"Tokenizer vocab_size: {_num(kw['vocab_size'] or 0, ',')}", limit_en,
+                  "Fix:", _bullets([f"use unit sizes up to {_num(kw['max_value'], ',')}"])]
+            vi = ["Unit size lớn hơn giá trị token dtype lưu được trong header của record.",
+                  f"Unit size: {_num(kw['unit_size'], '.')}",
+                  f"Tokenizer vocab_size: {_num(kw['vocab_size'] or 0, '.')}", limit_vi,
+                  "Cách sửa:", _bullets([f"dùng unit size tối đa {_num(kw['max_value'], '.')}"])]
+        self._set(kw, en, vi)
 
 
 class SamplesPerShardError(MintDimError):
@@ -442,4 +512,91 @@ class SamplesPerShardError(MintDimError):
             ["samples_per_shard không hợp lệ.", f"Vấn đề: {vi_p}", "Quy tắc:",
              _bullets(["mỗi samples_per_shard[i] phải là số nguyên dương",
                        "len(samples_per_shard) == 1 hoặc len(samples_per_shard) == số lượng file"])],
+        )
+
+
+class SourceChangedError(MintDimError):
+    """Raised when an input file is not the one the build planned: replaced, grown,
+    truncated or rewritten after planning (size, modification time, generation or ETag
+    differ), or it ended before a planned byte range did."""
+
+    def __init__(self, *, file: str, planned: str, found: str):
+        kw = {"file": str(file), "planned": str(planned), "found": str(found)}
+        self._set(
+            kw,
+            ["Input file changed while the build was running.", f"File: {kw['file']}",
+             f"Planned: {kw['planned']}", f"Found: {kw['found']}",
+             "Fix: do not modify inputs during a build; rerun it on the final files."],
+            ["File đầu vào đã thay đổi trong khi build đang chạy.", f"File: {kw['file']}",
+             f"Dự kiến: {kw['planned']}", f"Thực tế: {kw['found']}",
+             "Cách sửa: không sửa file đầu vào trong khi build; chạy lại trên file cuối cùng."],
+        )
+
+
+class SourceFormatError(MintDimError):
+    """Raised before any output when an input file is not JSONL text, gzip or zstd
+    (another compression, an archive, or zstd without the `zstandard` package)."""
+
+    def __init__(self, *, file: str, found: str, expected: str):
+        kw = {"file": str(file), "found": str(found), "expected": str(expected)}
+        self._set(
+            kw,
+            ["Input file is not in a format MintDim can read.", f"File: {kw['file']}",
+             f"Found: {kw['found']}", f"Expected: {kw['expected']}"],
+            ["File đầu vào không ở định dạng MintDim đọc được.", f"File: {kw['file']}",
+             f"Tìm thấy: {kw['found']}", f"Cần: {kw['expected']}"],
+        )
+
+
+class EncoderCrashError(MintDimError):
+    """Raised when a helper encoder process dies (killed for memory, crashed) while it
+    encodes a batch; names the batch's file and lines."""
+
+    def __init__(self, *, file: str, lines: str, reason: str):
+        kw = {"file": str(file), "lines": str(lines), "reason": str(reason)}
+        self._set(
+            kw,
+            ["A helper encoder process died while encoding a batch.", f"File: {kw['file']}",
+             f"Lines: {kw['lines']}", f"Reason: {kw['reason']}",
+             "Fix: look for very long lines there (see --max_line_bytes), or give the build "
+             "more memory."],
+            ["Một tiến trình encoder phụ đã dừng đột ngột khi encode một batch.",
+             f"File: {kw['file']}", f"Dòng: {kw['lines']}", f"Lý do: {kw['reason']}",
+             "Cách sửa: kiểm tra các dòng rất dài ở đó (xem --max_line_bytes), hoặc cấp thêm "
+             "bộ nhớ cho build."],
+        )
+
+
+class OutputWriteError(MintDimError):
+    """Raised when writing the output fails mid-build (disk full, permissions, quota);
+    the scratch files are removed first, then the failure notices written."""
+
+    def __init__(self, *, directory: str, reason: str):
+        kw = {"directory": str(directory), "reason": str(reason)}
+        self._set(
+            kw,
+            ["Writing the output failed.", f"Directory: {kw['directory']}",
+             f"Reason: {kw['reason']}",
+             "Fix: free space or fix permissions, run `mintdim-beam clean` on the directory, "
+             "then build again."],
+            ["Ghi output thất bại.", f"Thư mục: {kw['directory']}", f"Lý do: {kw['reason']}",
+             "Cách sửa: giải phóng dung lượng hoặc sửa quyền, chạy `mintdim-beam clean` trên "
+             "thư mục, rồi build lại."],
+        )
+
+
+class BuildInterruptedError(MintDimError):
+    """Raised when a build is stopped by SIGINT (Ctrl-C) or SIGTERM (timeout, Docker,
+    Kubernetes, Slurm); the command exits 130 or 143."""
+
+    def __init__(self, *, signal: str):
+        kw = {"signal": str(signal)}
+        self._set(
+            kw,
+            [f"Build interrupted by {kw['signal']}.",
+             "Scratch files were removed and each output holds UNIT_BUILD_FAILED.md; "
+             "run `mintdim-beam clean` on it before building again."],
+            [f"Build bị ngắt bởi {kw['signal']}.",
+             "File tạm đã được xoá và mỗi output có UNIT_BUILD_FAILED.md; chạy "
+             "`mintdim-beam clean` trên thư mục đó trước khi build lại."],
         )
