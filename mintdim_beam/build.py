@@ -11,6 +11,8 @@ import pickle
 import apache_beam as beam
 
 from . import storage
+from .input_files import manifest_inputs
+from .failures import LongLinePending
 from .source import number_ranges
 from .transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits, DecideOverflows,
                                 UnitOffsets, abort_errors, number_candidates,
@@ -29,17 +31,18 @@ from .transforms.write import WriteIndexParts, WriteShards
 def _read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
     """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts.
     `warm_key`: helper encoder processes the driver already started (`warm_helpers`)."""
-    from .options import encoder_processes, is_single_process
+    from .options import encoder_processes, is_single_process, max_line_bytes
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     batch_sizes = {ds: plan.dataset.build_batch for ds, plan in plans.items()}
     spread = not is_single_process(p.options)
-    read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes, spread=spread)
+    read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes, spread=spread,
+                                        max_line_bytes=max_line_bytes(p.options))
     numbering = read[COUNTS] | "NumberLines" >> ApplyToAll(
         lambda counts: number_ranges([datasets[d] for d in sorted(datasets)], dict(counts)))
     rendered = read["batches"] | "Render" >> Render(plans)
     tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(
-        plans, encoder_processes(p.options), warm_key)
+        plans, encoder_processes(p.options), warm_key, {r.key: r.start for r in ranges})
     return numbering, rendered[ERRORS], tokenized
 
 
@@ -47,10 +50,13 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
     numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges, warm_key)
-    from .options import stages_records
+    from .options import max_line_bytes, stages_records
 
     tokenized = tokenized | "StageRecords" >> StageRecords(plans, stages_records(p.options))
-    overflow_plans = (tokenized, numbering) | "DecideOverflows" >> DecideOverflows(
+    # Lines over --max_line_bytes are decided with the overflows: skipped or an error.
+    bad_lines, long_lines = bad_lines | "LongLines" >> beam.Partition(
+        lambda error, _: int(isinstance(error, LongLinePending)), 2)
+    overflow_plans = (tokenized, numbering, long_lines) | "DecideOverflows" >> DecideOverflows(
         plans, datasets, choosers)
     offsets = (tokenized, overflow_plans) | "UnitOffsets" >> UnitOffsets(plans)
     assigned = tokenized | "AssignUnit" >> AssignUnits(plans, overflow_plans, offsets, numbering)
@@ -60,12 +66,14 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     dup_parts = assigned[HASHES] | "Duplicates" >> DuplicateIndex(plans)
     stats = assigned[STATS] | "Stats" >> BuildStats()
 
-    errors = ((bad_lines, overflow_plans | "AbortErrors" >> beam.FlatMap(abort_errors))
+    aborts = overflow_plans | "AbortErrors" >> beam.FlatMap(abort_errors, plans,
+                                                            max_line_bytes(p.options))
+    errors = ((bad_lines, aborts)
               | "CollectErrors" >> beam.Flatten())
     return p | "Finalize" >> Finalize(plans, datasets, {
         "errors": errors, "numbering": numbering, "overflow_plans": overflow_plans,
         "stats": stats, "index_parts": index_parts, "dup_parts": dup_parts,
-        "shards": shards})
+        "shards": shards}, inputs=manifest_inputs(ranges))
 
 
 def expand_overflow_survey(p, plans: dict, ranges, result_path: str):

@@ -1,5 +1,5 @@
 """`mintdim-beam build CONFIG [beam flags]`: exit 0 on success, 2 on a config error,
-1 when the build itself fails."""
+1 when the build itself fails, 130 on Ctrl-C and 143 on SIGTERM."""
 from __future__ import annotations
 
 import argparse
@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="write report.md, figures and plot data for a build")
     report.add_argument("out", help="output directory (local path or fsspec URL)")
     report.add_argument("--dest", default=None, help="where to write (default OUT/report)")
+    clean = sub.add_parser("clean", help="remove an incomplete (failed, interrupted or killed) "
+                                         "build from an output directory")
+    clean.add_argument("out", help="output directory (local path or fsspec URL)")
     plan = sub.add_parser("plan", help="recommend unit sizes that minimize padding")
     plan.add_argument("config", help="path or URL of the YAML/JSON config (as for build)")
     plan.add_argument("--units", type=int, required=True, help="how many unit sizes (K)")
@@ -61,8 +64,8 @@ def accepted_options() -> set[str]:
 
 def build_command(args, beam_flags: list[str]) -> int:
     from .config_file import load_config
-    from .errors import PipelineValidationError
-    from .runner import run_build
+    from .errors import BuildInterruptedError, PipelineValidationError
+    from .runner import on_signals, run_build
 
     try:
         config = args.config_flag or args.config
@@ -70,15 +73,44 @@ def build_command(args, beam_flags: list[str]) -> int:
             raise PipelineValidationError(missing=["CONFIG (a path or URL, positional or --config)"])
         doc = load_config(config)
         raw = {k: doc.get(k) for k in ("source", "tokenizer", "units", "output")}
+        on_signals()
         result = run_build(
             raw,
             on_template_unk=args.on_template_unk or doc.get("on_template_unk") or "prompt",
             on_overflow=args.on_overflow or doc.get("on_overflow") or "prompt",
             pipeline_options=beam_flags or None)
+    except BuildInterruptedError as exc:
+        return _interrupted(exc.kwargs["signal"], "scratch files removed, no manifest.json; "
+                            "run `mintdim-beam clean OUT` before building into it again")
+    except KeyboardInterrupt as exc:  # before the output was claimed: nothing written
+        return _interrupted(getattr(exc, "signal_name", "SIGINT"), "nothing was written")
     except MintDimError as exc:
         print(str(exc), file=sys.stderr)
         return 1 if getattr(exc, "phase", None) == "build" else 2
     print(json.dumps(result, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _interrupted(signal: str, what: str) -> int:
+    """One line, and the shell's exit code for the signal (128 + its number)."""
+    print(f"[unit-build] interrupted by {signal}: {what}", file=sys.stderr)
+    return 143 if signal == "SIGTERM" else 130
+
+
+def clean_command(args) -> int:
+    """Remove an incomplete build of ours; exit 1 (and remove nothing) when the directory
+    holds a complete build, a running one, or files that are not ours."""
+    from . import storage
+    from .errors import OutputCleanError
+    from .ownership import clean
+
+    try:
+        removed = clean(storage.resolve(args.out), args.out)
+    except OutputCleanError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    print(f"cleaned {args.out}: removed {', '.join(removed)}" if removed
+          else f"nothing to clean in {args.out}")
     return 0
 
 
@@ -94,6 +126,8 @@ def main(argv=None) -> int:
         from .report import report_command
 
         return report_command(args)
+    if args.command == "clean":
+        return clean_command(args)
     if args.command == "plan":
         from .plan_units import plan_command
 

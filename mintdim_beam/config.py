@@ -39,6 +39,12 @@ class Dataset:
     output_given: str
     output_path: str
     samples_per_shard: int
+    run_id: str = ""  # set by the launcher: this run's scratch files are its own
+
+    @property
+    def scratch_path(self) -> str:
+        """Where this run keeps its parts and blocks until Finalize removes them."""
+        return storage.run_scratch(self.output_path, self.run_id)
 
 
 def _pick(values: list, index: int):

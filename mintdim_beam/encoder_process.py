@@ -36,6 +36,7 @@ import uuid
 import weakref
 
 from .encode_batch import share_entries
+from .source import DEFAULT_MAX_LINE_BYTES
 from .storage import is_url
 from .tokenizers import read_tokenizer_file
 
@@ -88,7 +89,10 @@ def _read_message(stream):
 
 
 class EncoderProcessError(RuntimeError):
-    """The encoder process stopped or failed; carries its traceback text."""
+    """The encoder process stopped or failed; carries its traceback text, and its exit
+    code (`returncode`, negative for a signal) when it died."""
+
+    returncode: int | None = None
 
 
 class EncoderProcess:
@@ -135,11 +139,14 @@ class EncoderProcess:
                                       self._writer, self._reader)
 
     def head_start(self, byte_range, batch_size: int, share: int, shares: int,
-                   max_samples: int = HEAD_START_SAMPLES) -> None:
+                   max_samples: int = HEAD_START_SAMPLES,
+                   max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         """Have the child encode share `share` of `shares` of each batch of `batch_size`
         samples at the start of `byte_range` (a `source.ByteRange`), as the Tokenize
-        DoFn will split them, while every request is one it encoded ahead."""
-        self._requests.put(("head_start", byte_range, batch_size, share, shares, max_samples))
+        DoFn will split them, while every request is one it encoded ahead. Lines over
+        `max_line_bytes` are left out as the pipeline's reader leaves them out."""
+        self._requests.put(("head_start", byte_range, batch_size, share, shares, max_samples,
+                            max_line_bytes))
         self._head_start_sent = True
 
     def head_start_done(self) -> int:
@@ -191,10 +198,11 @@ class EncoderProcess:
             return pickle.loads(data)
         self._replies.put(None)  # the end stays the end for later calls
         code = self._proc.wait()
-        raise EncoderProcessError(
+        error = EncoderProcessError(
             f"the encoder process exited with code {code} before answering "
-            f"(killed for memory?); see its output above"
-        ) from (self._write_errors[0] if self._write_errors else None)
+            f"(killed for memory?); see its output above")
+        error.returncode = code
+        raise error from (self._write_errors[0] if self._write_errors else None)
 
     @property
     def closed(self) -> bool:
@@ -237,7 +245,8 @@ _WARM_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def warm_helpers(plans: dict, count: int, first_range=None):
+def warm_helpers(plans: dict, count: int, first_range=None,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
     """Start `count` helpers now and yield the key a Tokenize DoFn adopts them by.
 
     Why: a helper needs about 0.4 s to start Python and load the tokenizer. Started
@@ -253,7 +262,8 @@ def warm_helpers(plans: dict, count: int, first_range=None):
         if first_range is not None and not is_url(first_range.path):
             size = plans[first_range.dataset].dataset.build_batch
             for share, helper in enumerate(helpers):
-                helper.head_start(first_range, size, share, count)
+                helper.head_start(first_range, size, share, count,
+                                  max_line_bytes=max_line_bytes)
         with _WARM_LOCK:
             _WARM[key] = helpers
     try:
@@ -425,22 +435,26 @@ def _request_waiting(requests) -> bool:
     return bool(select.select([requests], [], [], 0)[0])
 
 
-def _head_start(encoders, plans, byte_range, batch_size, share, shares, max_samples):
+def _head_start(encoders, plans, byte_range, batch_size, share, shares, max_samples,
+                max_line_bytes=DEFAULT_MAX_LINE_BYTES):
     """Share `share` of `shares` of each batch at the start of `byte_range`, rendered and
     encoded as the pipeline would, one (dataset, texts, encoded) at a time, until
     `max_samples` lines are read. Only this share's lines are rendered. Bad lines are
     left out as the pipeline leaves them out (it reports them itself); anything
     unexpected (a file this process cannot open, a dataset it has no encoder for) only
     ends the head start."""
-    from . import storage
+    from .input_files import open_range
     from .render_batch import Layout, render_entries
     from .source import RangeBatches
 
     ds, read = byte_range.dataset, 0
     try:
         encoder, layout = encoders[ds], Layout(plans[ds])
-        with storage.open_read(byte_range.path) as handle:
-            for chunk_key, entries in RangeBatches(handle, byte_range, batch_size):
+        # open_range raises SourceChangedError for a file changed since planning: the
+        # head start ends, and the build's own read of the range reports it.
+        with open_range(byte_range) as handle:
+            for chunk_key, entries in RangeBatches(handle, byte_range, batch_size,
+                                                   max_line_bytes):
                 batch, _ = render_entries(layout, chunk_key, share_entries(entries, share, shares))
                 if batch is not None:
                     gc.disable()
@@ -476,6 +490,11 @@ def _error_reply(exc: Exception):
 
 
 def main() -> None:
+    # Ctrl-C reaches the whole foreground process group: the build that owns this
+    # helper handles it and closes our input, which ends us. No traceback of our own.
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Replies own the real stdout; anything a library prints goes to stderr instead.
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

@@ -39,6 +39,7 @@ __all__ = [
     "EncoderCrashError",
     "OutputWriteError",
     "BuildInterruptedError",
+    "OutputCleanError",
     "error_from_payload",
 ]
 
@@ -599,4 +600,22 @@ class BuildInterruptedError(MintDimError):
             [f"Build bị ngắt bởi {kw['signal']}.",
              "File tạm đã được xoá và mỗi output có UNIT_BUILD_FAILED.md; chạy "
              "`mintdim-beam clean` trên thư mục đó trước khi build lại."],
+        )
+
+
+class OutputCleanError(MintDimError):
+    """Raised by `mintdim-beam clean` when the directory is not an incomplete build of
+    ours (a complete build, a build that still runs, or files we did not write); nothing
+    is removed then."""
+
+    def __init__(self, *, directory: str, reason: str):
+        kw = {"directory": str(directory), "reason": str(reason)}
+        self._set(
+            kw,
+            ["Output directory was not cleaned.", f"Directory: {kw['directory']}",
+             f"Reason: {kw['reason']}",
+             "Rule: clean removes only an incomplete mintdim-beam build."],
+            ["Thư mục output không được dọn.", f"Thư mục: {kw['directory']}",
+             f"Lý do: {kw['reason']}",
+             "Quy tắc: clean chỉ xoá một lần build mintdim-beam chưa hoàn tất."],
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 from dataclasses import dataclass
 
@@ -31,6 +32,15 @@ class PendingError:
     @property
     def order(self) -> tuple:
         return (self.dataset, self.file_pos, self.range_no, self.local_line)
+
+
+@dataclass(frozen=True)
+class LongLinePending(PendingError):
+    """A line over --max_line_bytes: a `SourceParseError`, unless the overflow policy is
+    `skip`, which drops it and indexes it (so it keeps its sample's number)."""
+
+    local_sample: int = 0
+    line_bytes: int = 0
 
 
 def resolve(pending: PendingError, numbering: dict, datasets) -> dict:
@@ -69,3 +79,21 @@ def recover(exc: BaseException) -> MintDimError | None:
             return error_from_payload(payload)
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+class _CarriedErrorFilter(logging.Filter):
+    """Beam logs every exception a transform raises, traceback and all, before the
+    launcher sees it; ours (a bad line, a full disk, an abort) are reported once, by the
+    launcher, in plain words. Every other exception is still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _MARKER.search(str(record.msg)):
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or not _MARKER.search(str(error))
+
+
+# The loggers that report a failed bundle: in the worker running it, and in the runner.
+for _name in ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+              "apache_beam.runners.worker.bundle_processor"):
+    logging.getLogger(_name).addFilter(_CarriedErrorFilter())

@@ -8,6 +8,8 @@ import json
 
 import numpy as np
 
+from .errors import TokenDTypeCapacityError
+
 FORMAT_VERSION = "0.2.1"  # the mintdim version whose output we reproduce byte for byte
 
 SAMPLE_INDEX = "sample_index.jsonl"
@@ -23,6 +25,7 @@ FAILED_UNIT = "UNIT_BUILD_FAILED.md"
 RECOMMENDED_SHARD_MIB = 512
 
 NP_DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
+DTYPE_MAX = {name: int(np.iinfo(dtype).max) for name, dtype in NP_DTYPES.items()}
 
 
 def unit_dir(size: int) -> str:
@@ -52,8 +55,13 @@ def build_records(tokens: np.ndarray, lengths: np.ndarray, unit: int, magic: int
     """Records `[magic][len_0..len_n-1][payload padded to unit]`, one row per sample.
 
     `tokens` is every sample's payload concatenated in order; `lengths` is (m, n).
+    A unit or length the dtype cannot hold is refused: numpy would silently wrap it.
     """
     m, n = lengths.shape
+    limit = DTYPE_MAX[dtype]
+    largest = max(unit, int(lengths.max()) if lengths.size else 0)
+    if largest > limit:
+        raise TokenDTypeCapacityError(dtype=dtype, max_value=limit, unit_size=largest)
     records = np.full((m, 1 + n + unit), pad_id, dtype=NP_DTYPES[dtype])
     records[:, 0] = magic
     records[:, 1:1 + n] = lengths

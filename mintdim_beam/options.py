@@ -4,7 +4,7 @@ from __future__ import annotations
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from .local_default import DEFAULT_RUNNER, auto_encoder_processes
-from .source import DEFAULT_RANGE_BYTES
+from .source import DEFAULT_MAX_LINE_BYTES, DEFAULT_RANGE_BYTES
 
 LOCAL_RUNNERS = {None, "DirectRunner", "FnApiRunner", "BundleBasedDirectRunner",
                  "SwitchingDirectRunner"}
@@ -15,6 +15,12 @@ class MintDimOptions(PipelineOptions):
     def _add_argparse_args(cls, parser):
         parser.add_argument("--input_range_bytes", type=int, default=DEFAULT_RANGE_BYTES,
                             help="size of the byte ranges input files are read in (default 64 MiB)")
+        parser.add_argument("--max_line_bytes", type=_positive_int,
+                            default=DEFAULT_MAX_LINE_BYTES,
+                            help="longest input line read, in bytes (default 16 MiB): a longer "
+                                 "line is a SourceParseError naming file and line, or with "
+                                 "on_overflow=skip a skipped sample in overflow_index.jsonl; "
+                                 "tokenizing one line can take 165 times its size in memory")
         parser.add_argument("--no_wait", action="store_true", default=False,
                             help="submit the job and return without waiting (templated launches); "
                                  "the pipeline still finalizes the output itself")
@@ -28,6 +34,13 @@ class MintDimOptions(PipelineOptions):
                                  "tokenized, for local outputs (as much scratch disk as the "
                                  "shards, until the build ends); off: they travel in the "
                                  "pipeline, as for gs:// and s3:// outputs")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(f"must be positive, got {value}")
+    return value
 
 
 def default_flags() -> list[str]:
@@ -85,6 +98,10 @@ def is_local(options: PipelineOptions) -> bool:
 
 def range_bytes(options: PipelineOptions) -> int:
     return options.view_as(MintDimOptions).input_range_bytes
+
+
+def max_line_bytes(options: PipelineOptions) -> int:
+    return options.view_as(MintDimOptions).max_line_bytes
 
 
 def waits(options: PipelineOptions) -> bool:

@@ -39,11 +39,21 @@ def select_dtype(vocab_size: int) -> tuple[str, int, int]:
     raise TokenDTypeCapacityError(vocab_size=vocab_size)
 
 
+def check_unit_sizes(sizes, dtype: str, max_value: int, vocab_size: int) -> None:
+    """Every declared size must fit the record header: a segment length can be as large
+    as the unit, and numpy would silently wrap a larger one."""
+    too_large = [size for size in sizes if size > max_value]
+    if too_large:
+        raise TokenDTypeCapacityError(dtype=dtype, max_value=max_value, unit_size=too_large[0],
+                                      vocab_size=vocab_size)
+
+
 def prepare(dataset: Dataset) -> DatasetPlan:
     tokenizer = load_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
                                dataset.tokenizer_given)
     compiled = compile_template(dataset.template, list(dataset.fields), dataset.files[0].given)
     dtype, magic, width = select_dtype(tokenizer.vocab_size)
+    check_unit_sizes(dataset.sizes, dtype, magic, tokenizer.vocab_size)
     literal_ids = []
     unk_segments = []
     for index, segment in enumerate(compiled.segments):

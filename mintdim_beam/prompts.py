@@ -40,8 +40,10 @@ def ask_template_unk(file_index: int, n_literals: int) -> bool:
     return _ask("  [y/N] > ", {"y", "yes", "n", "no"}, default="n") in ("y", "yes")
 
 
-def ask_overflow(candidate, max_size: int) -> tuple[str, int | None, str]:
-    """Returns (action, new_unit_size or None, scope "only" | "all")."""
+def ask_overflow(candidate, max_size: int, capacity: int | None = None
+                 ) -> tuple[str, int | None, str]:
+    """Returns (action, new_unit_size or None, scope "only" | "all"). `capacity`: the
+    largest size the token dtype stores; extend is refused past it."""
     sys.stderr.write(
         "[unit-build] Sample exceeds max unit_size\n"
         f"  source       {candidate.source_file}:{candidate.source_line}\n"
@@ -56,10 +58,16 @@ def ask_overflow(candidate, max_size: int) -> tuple[str, int | None, str]:
         "      [1] truncate  cắt token cuối cho vừa max(sizes)\n"
         "      [2] extend    khai báo thêm unit_size đủ chứa sample\n"
         "      [3] skip      bỏ qua sample (ghi vào overflow_index.jsonl)\n\n")
-    action = {"1": "truncate", "2": "extend", "3": "skip"}[_ask("  [1/2/3] > ", {"1", "2", "3"})]
+    while True:
+        action = {"1": "truncate", "2": "extend", "3": "skip"}[
+            _ask("  [1/2/3] > ", {"1", "2", "3"})]
+        if action != "extend" or capacity is None or candidate.token_count <= capacity:
+            break
+        sys.stderr.write(_cannot_extend(candidate.token_count, capacity))
     new_size = None
     if action == "extend":
-        sys.stderr.write(f"  new unit_size: an integer >= {candidate.token_count}\n")
+        top = "" if capacity is None else f" and <= {capacity}"
+        sys.stderr.write(f"  new unit_size: an integer >= {candidate.token_count}{top}\n")
         while True:
             sys.stderr.write("  > ")
             sys.stderr.flush()
@@ -71,9 +79,9 @@ def ask_overflow(candidate, max_size: int) -> tuple[str, int | None, str]:
             except ValueError:
                 sys.stderr.write("  invalid, expected an integer\n")
                 continue
-            if new_size >= candidate.token_count:
+            if new_size >= candidate.token_count and (capacity is None or new_size <= capacity):
                 break
-            sys.stderr.write(f"  invalid, must be >= {candidate.token_count}\n")
+            sys.stderr.write(f"  invalid, must be >= {candidate.token_count}{top}\n")
     sys.stderr.write(
         "  EN: Apply this choice to:\n"
         "      [1] only this sample\n"
@@ -85,21 +93,31 @@ def ask_overflow(candidate, max_size: int) -> tuple[str, int | None, str]:
     return action, new_size, scope
 
 
-class InteractiveChooser:
-    """Asks per overflow, latching a choice made for "all" (extend/all extends each to fit)."""
+def _cannot_extend(token_count: int, capacity: int) -> str:
+    return (f"  EN: extend is not possible: {token_count} tokens exceed {capacity}, the "
+            "largest length the token dtype stores; choose truncate or skip.\n"
+            f"  VN: không thể extend: {token_count} token vượt quá {capacity}, độ dài lớn "
+            "nhất token dtype lưu được; hãy chọn truncate hoặc skip.\n")
 
-    def __init__(self, ask=ask_overflow):
+
+class InteractiveChooser:
+    """Asks per overflow, latching a choice made for "all" (extend/all extends each to fit,
+    and asks again for a sample too long for the token dtype: `capacity`)."""
+
+    def __init__(self, ask=ask_overflow, capacity: int | None = None):
         self._ask = ask
+        self._capacity = capacity
         self._latched = None
         self.script = {}
 
     def __call__(self, candidate, max_size):
-        if self._latched == "extend":
+        storable = self._capacity is None or candidate.token_count <= self._capacity
+        if self._latched == "extend" and storable:
             choice = ("extend", candidate.token_count)
-        elif self._latched is not None:
+        elif self._latched not in (None, "extend"):
             choice = (self._latched, None)
         else:
-            action, new_size, scope = self._ask(candidate, max_size)
+            action, new_size, scope = self._ask(candidate, max_size, self._capacity)
             if scope == "all":
                 self._latched = action
             choice = (action, new_size)

@@ -14,7 +14,8 @@ import json
 import numpy as np
 
 from .encode_batch import entry_sizes
-from .failures import PendingError
+from .source import long_line_reason
+from .failures import LongLinePending, PendingError
 from .template import json_type_name, render_value
 
 # The JSON scanner json.loads itself uses, called directly: lines are already stripped,
@@ -26,6 +27,17 @@ def _parse_error(chunk_key, local_line, reason):
     ds, file_pos, range_no, _ = chunk_key
     return PendingError(ds, file_pos, range_no, local_line, "SourceParseError",
                         {"reason": reason}, "file_line")
+
+
+def _bad_line(chunk_key, sample, local_line, problem):
+    """A line that could not be read: invalid UTF-8 (`problem` is the reason) or over
+    --max_line_bytes (`problem` is its `source.LongLine`)."""
+    if type(problem) is str:
+        return _parse_error(chunk_key, local_line, problem)
+    ds, file_pos, range_no, _ = chunk_key
+    return LongLinePending(ds, file_pos, range_no, local_line, "SourceParseError",
+                           {"reason": long_line_reason(problem.nbytes, problem.limit)},
+                           "file_line", local_sample=sample, line_bytes=problem.nbytes)
 
 
 def _schema_error(chunk_key, local_line, kwargs):
@@ -47,7 +59,7 @@ class Layout:
 
 
 def render_entries(layout: Layout, chunk_key, entries):
-    """(local sample, local line, text, UTF-8 error) entries -> (batch or None, errors).
+    """(local sample, local line, text, problem) entries -> (batch or None, errors).
 
     The batch: samples and lines (int64 arrays), texts (each sample's field values in
     template order), digests (sha256 of the whole rendered text), empty ({sample index:
@@ -59,9 +71,9 @@ def render_entries(layout: Layout, chunk_key, entries):
     loads, scan, sha256, only_str = json.loads, _SCAN, hashlib.sha256, {str}
     samples, lines, texts, digests, errors = [], [], [], [], []
     empty = {}  # only samples with empty fields: 100k empty lists cost 0.02 s to unpickle
-    for sample, local_line, text, bad_utf8 in entries:
-        if bad_utf8 is not None:
-            errors.append(_parse_error(chunk_key, local_line, bad_utf8))
+    for sample, local_line, text, problem in entries:
+        if problem is not None:
+            errors.append(_bad_line(chunk_key, sample, local_line, problem))
             continue
         try:
             row, end = scan(text, 0)

@@ -6,8 +6,12 @@ Beam is imported only once the helper encoders of a default run are started (see
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import logging
 import os
 import pickle
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -16,15 +20,16 @@ from . import format as fmt
 from . import storage
 from .config import resolve_datasets
 from .encoder_process import warm_helpers
-from .errors import (OutputValidationError, PipelineValidationError, TemplateTokenizerError,
+from .errors import (BuildInterruptedError, PipelineValidationError, TemplateTokenizerError,
                      error_from_payload)
 from .failures import recover
 from .frozen_heap import frozen_heap
 from .sampler_period import short_sampler_period
 from .local_default import DEFAULT_RUNNER, auto_encoder_processes
+from .ownership import Claim, check_free, new_run_id
 from .plan import prepare
 from .prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
-from .source import DEFAULT_RANGE_BYTES, plan_ranges
+from .source import DEFAULT_MAX_LINE_BYTES, DEFAULT_RANGE_BYTES, plan_ranges
 from .units import POLICIES, TEMPLATE_UNK_POLICIES, decide_overflows, fixed_chooser, scripted_chooser
 
 
@@ -70,31 +75,112 @@ def _survey_and_ask(plans, ranges, options) -> dict:
         raise error_from_payload(survey["error"])
     choosers = {}
     for ds, plan in plans.items():
-        chooser = InteractiveChooser()
-        decide_overflows(plan.dataset.sizes, survey["candidates"].get(ds, []), chooser)
+        chooser = InteractiveChooser(capacity=plan.magic)  # never an extend the dtype can't hold
+        decide_overflows(plan.dataset.sizes, survey["candidates"].get(ds, []), chooser,
+                         capacity=plan.magic)
         choosers[ds] = scripted_chooser(chooser.script)
     return choosers
 
 
-def _write_failure_notices(plans, reason: str) -> None:
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, raised like KeyboardInterrupt so every layer unwinds the same
+    way (`on_signals` installs it; the command line does)."""
+
+    def __init__(self, signal_name: str = "SIGINT"):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+_received: list = []  # signals received during this launch (Beam re-wraps the exception)
+
+
+def on_signals() -> None:
+    """Handle SIGTERM (sent by `timeout`, Docker, Kubernetes, Slurm) like Ctrl-C: the
+    build stops, removes its scratch files and leaves its failure notices."""
+    def interrupt(signum, frame):
+        name = signal.Signals(signum).name
+        _received.append(name)
+        # Beam logs the unwinding of every stage it was in; the user asked to stop and
+        # gets one line from the command instead (logging is back once the build ends).
+        logging.disable(logging.CRITICAL)
+        raise Interrupted(name)
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """A second Ctrl-C or SIGTERM must not cut the clean-up short (main thread only)."""
+    held = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            held[sig] = signal.signal(sig, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals cannot reach this clean-up anyway
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+
+
+def _build_error(exc: BaseException):
+    """The error to raise for a failed build: ours, rebuilt from any runner's wrapping,
+    or BuildInterruptedError for Ctrl-C / SIGTERM (which Beam may have re-raised as a
+    RuntimeError from inside a transform); None for anything else."""
+    interrupt = _interrupt_in(exc)
+    if interrupt is not None:
+        return BuildInterruptedError(signal=interrupt)
+    return recover(exc)
+
+
+def _interrupt_in(exc: BaseException) -> str | None:
+    if _received:
+        return _received[-1]
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, KeyboardInterrupt):
+            return getattr(exc, "signal_name", "SIGINT")
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _write_failure_notices(plans, reason: str, claim: Claim) -> None:
+    """Scratch first (a full disk needs the room), then no manifest, then a notice in
+    every unit dir, then the marker says the build failed."""
     for plan in plans.values():
         out = plan.dataset.output_path
-        try:
-            sizes = set(plan.dataset.sizes)
-            for name in storage.list_dir(out):
-                base = name.rstrip("/").rsplit("/", 1)[-1]
-                if base.startswith("unit_") and base[5:].isdigit():
-                    sizes.add(int(base[5:]))
-            for size in sorted(sizes):
-                storage.write_text_atomic(
-                    storage.join(out, fmt.unit_dir(size), fmt.FAILED_UNIT),
-                    fmt.failed_unit_notice(size, reason), out, scratch=storage.join(out, fmt.unit_dir(size)))
-            manifest = storage.join(out, fmt.MANIFEST)
-            if storage.exists(manifest):
-                storage.filesystem(manifest).rm(manifest)
-            storage.remove_tree(storage.tmp_dir(out))
-        except Exception as exc:  # never hide the build's own error behind this one
-            log(f"warning: could not write failure notices in {plan.dataset.output_given}: {exc}")
+        steps = (("remove scratch files", lambda: storage.remove_tree(storage.tmp_dir(out))),
+                 ("remove manifest.json", lambda: _remove_manifest(out)),
+                 ("write UNIT_BUILD_FAILED.md", lambda: _unit_notices(plan, reason)),
+                 ("mark the build failed", lambda: claim.fail(out, reason)))
+        for what, step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - never hide the build's own error
+                log(f"warning: could not {what} in {plan.dataset.output_given}: "
+                    f"{str(exc).splitlines()[-1] if str(exc) else type(exc).__name__}")
+
+
+def _remove_manifest(out: str) -> None:
+    manifest = storage.join(out, fmt.MANIFEST)
+    if storage.exists(manifest):
+        storage.filesystem(manifest).rm(manifest)
+
+
+def _unit_notices(plan, reason: str) -> None:
+    out = plan.dataset.output_path
+    sizes = set(plan.dataset.sizes)
+    for name in storage.list_dir(out):
+        base = name.rstrip("/").rsplit("/", 1)[-1]
+        if base.startswith("unit_") and base[5:].isdigit():
+            sizes.add(int(base[5:]))
+    for size in sorted(sizes):
+        unit = storage.join(out, fmt.unit_dir(size))
+        storage.write_text_atomic(storage.join(unit, fmt.FAILED_UNIT),
+                                  fmt.failed_unit_notice(size, reason), out, scratch=unit)
 
 
 def _output_summary(plan) -> dict:
@@ -140,13 +226,15 @@ class _RunShape:
         if pipeline_options is None:
             self.options, self.runner, self.local = None, DEFAULT_RUNNER, True
             self.range_bytes, self.early_helpers = DEFAULT_RANGE_BYTES, auto_encoder_processes()
+            self.max_line_bytes = DEFAULT_MAX_LINE_BYTES
             return
         from .options import (encoder_processes, is_local, is_single_process, make_options,
-                              range_bytes, runner_name)
+                              max_line_bytes, range_bytes, runner_name)
 
         self.options = make_options(pipeline_options)
         self.runner, self.local = runner_name(self.options), is_local(self.options)
         self.range_bytes = range_bytes(self.options)
+        self.max_line_bytes = max_line_bytes(self.options)
         # Helpers for an in-process worker start before the pipeline is built.
         self.early_helpers = (encoder_processes(self.options)
                               if is_single_process(self.options) else 0)
@@ -161,30 +249,45 @@ class _RunShape:
 
 def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
            pipeline_options=None):
-    """Validate, prepare, run and wait; returns (outputs, Beam PipelineResult)."""
+    """Validate, prepare, run and wait; returns (outputs, Beam PipelineResult).
+
+    Config errors are raised before anything is written. The output directories are
+    claimed (`ownership`) once the config is known good: from then on this run owns
+    them, and a failure leaves its notices there and no manifest."""
     _check_policies(on_template_unk, on_overflow)
-    datasets = resolve_datasets(raw)
+    _received.clear()
+    run_id = new_run_id()
+    datasets = [dataclasses.replace(d, run_id=run_id) for d in resolve_datasets(raw)]
     for dataset in datasets:
-        if not storage.is_new_or_empty_dir(dataset.output_path):
-            raise OutputValidationError(directory=dataset.output_given)
+        check_free(dataset.output_path, dataset.output_given)
     plans = {d.index: prepare(d) for d in datasets}
     run = _RunShape(pipeline_options)
     interactive = run.local and stdin_is_tty()
     _resolve_template_unk(plans, on_template_unk, interactive)
     ranges = plan_ranges(datasets, run.range_bytes)
 
-    if on_overflow == "prompt" and interactive:
-        choosers = _survey_and_ask(plans, ranges, run.beam_options())
-    else:
-        choosers = {ds: fixed_chooser(on_overflow) for ds in plans}
+    claim = Claim(run_id)
+    claim.take([(d.output_path, d.output_given) for d in datasets])
+    try:
+        if on_overflow == "prompt" and interactive:
+            choosers = _survey_and_ask(plans, ranges, run.beam_options())
+        else:
+            choosers = {ds: fixed_chooser(on_overflow) for ds in plans}
+    except BaseException as exc:
+        claim.undo()  # nothing was written yet: the directories are as they were
+        # Ctrl-C, or an error the survey's workers carried (a changed or corrupt input)
+        error = _build_error(exc)
+        if error is not None:
+            raise error from None
+        raise
 
     for plan in plans.values():
-        storage.makedirs(plan.dataset.output_path)
         log(f"start output={plan.dataset.output_given} files={len(plan.dataset.files)} "
             f"units={','.join(map(str, plan.dataset.sizes))} "
-            f"build_batch={plan.dataset.build_batch} runner={run.runner}")
+            f"build_batch={plan.dataset.build_batch} runner={run.runner} run={run_id}")
     try:
-        with warm_helpers(plans, run.early_helpers, ranges[0] if ranges else None) as warm_key:
+        with warm_helpers(plans, run.early_helpers, ranges[0] if ranges else None,
+                          run.max_line_bytes) as warm_key:
             options = run.beam_options()  # loads Beam while the helpers encode
             import apache_beam as beam
 
@@ -201,10 +304,12 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
                             for plan in plans.values()], pipeline_result
                 pipeline_result.wait_until_finish()
     except BaseException as exc:
-        error = recover(exc)
-        reason = f"{type(error or exc).__name__}: {error or exc}"
-        _write_failure_notices(plans, reason)
-        log(f"failed: {reason.splitlines()[0]}")
+        with _signals_held():
+            error = _build_error(exc)
+            reason = f"{type(error or exc).__name__}: {error or exc}"
+            _write_failure_notices(plans, reason, claim)
+            log(f"failed: {reason.splitlines()[0]}")
+            logging.disable(logging.NOTSET)
         if error is not None:
             error.phase = "build"  # failed while building, not in the config
             raise error from None

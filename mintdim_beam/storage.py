@@ -5,6 +5,7 @@ one code path and the temp-then-rename rule lives in one place.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
@@ -61,12 +62,18 @@ def is_file(path: str) -> bool:
     return _fresh(path).isfile(path)
 
 
+def is_dir(path: str) -> bool:
+    return _fresh(path).isdir(path)
+
+
 def size(path: str) -> int:
     return int(filesystem(path).size(path))
 
 
 def read_bytes(path: str) -> bytes:
-    with _fsspec().open(path, "rb") as handle:
+    """The whole file, looked up afresh: a listing cached while the directory was being
+    written (the ownership claim lists it) must not hide a file written since."""
+    with _fresh(path).open(path, "rb") as handle:
         return handle.read()
 
 
@@ -118,11 +125,31 @@ def tmp_dir(output_dir: str) -> str:
     return join(output_dir, TMP_DIR_NAME)
 
 
+def run_scratch(output_dir: str, run_id: str) -> str:
+    """A run's own scratch dir: two runs never share a part or block name."""
+    return join(tmp_dir(output_dir), run_id) if run_id else tmp_dir(output_dir)
+
+
 def _new_temp(fs, output_dir: str, scratch: str | None = None) -> str:
     """A unique temporary name, in the output dir's scratch dir unless told otherwise."""
     scratch = scratch or tmp_dir(output_dir)
     fs.makedirs(scratch, exist_ok=True)
     return join(scratch, f"{uuid.uuid4().hex}.tmp")
+
+
+@contextlib.contextmanager
+def writing(output_dir: str):
+    """A failed write (disk full, quota, permissions, read-only filesystem) becomes one
+    OutputWriteError naming the output directory, carried across any runner's worker
+    boundary, instead of an OSError deep inside a runner's traceback."""
+    try:
+        yield
+    except OSError as exc:
+        from .errors import OutputWriteError
+        from .failures import WorkerFailure
+
+        reason = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+        raise WorkerFailure(OutputWriteError(directory=output_dir, reason=reason).to_payload()) from exc
 
 
 def write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None = None) -> None:
@@ -131,6 +158,11 @@ def write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None = 
     A retried or duplicated bundle writes the same bytes again, so whichever rename
     lands last leaves an identical file: exactly-once in effect.
     """
+    with writing(output_dir):
+        _write_atomic(path, data, output_dir, scratch)
+
+
+def _write_atomic(path: str, data: bytes, output_dir: str, scratch: str | None) -> None:
     fs = filesystem(path)
     temp = _new_temp(fs, output_dir, scratch)
     fs.makedirs(posixpath.dirname(path) if is_url(path) else os.path.dirname(path), exist_ok=True)
@@ -147,6 +179,11 @@ def write_pieces_atomic(path: str, pieces: list, output_dir: str) -> None:
     if is_url(path) or copy_range is None:
         write_atomic(path, pieces_bytes(pieces), output_dir)
         return
+    with writing(output_dir):
+        _copy_pieces(copy_range, path, pieces, output_dir)
+
+
+def _copy_pieces(copy_range, path: str, pieces: list, output_dir: str) -> None:
     fs = filesystem(path)
     temp = _new_temp(fs, output_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -204,6 +241,11 @@ def write_text_atomic(path: str, text: str, output_dir: str, scratch: str | None
 
 def concat_atomic(target: str, parts: list[str], output_dir: str, block: int = 8 << 20) -> None:
     """Join part files, in the order given, into one file (streamed, never whole in memory)."""
+    with writing(output_dir):
+        _concat(target, parts, output_dir, block)
+
+
+def _concat(target: str, parts: list[str], output_dir: str, block: int) -> None:
     fs = filesystem(target)
     temp = _new_temp(fs, output_dir)
     with fs.open(temp, "wb") as out:

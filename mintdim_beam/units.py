@@ -32,9 +32,10 @@ def assign_declared(sizes, token_counts: np.ndarray) -> np.ndarray:
 class Candidate(NamedTuple):
     order: tuple  # sorts like sample_id
     sample_id: int
-    token_count: int
+    token_count: int | None  # None for a line too long to read (see `line_bytes`)
     source_file: str
     source_line: int
+    line_bytes: int | None = None  # set for a line over --max_line_bytes, never tokenized
 
 
 class Outcome(NamedTuple):
@@ -49,20 +50,38 @@ class OverflowPlan:
     sizes: list  # final sizes, added ones included, ascending
     overflow_rows: list  # rows of overflow_index.jsonl in sample_id order
     abort: Candidate | None  # the first overflow, when the policy is to abort
+    # why it stopped: "overflow" (the policy), "capacity" (an extend the token dtype
+    # cannot store) or "long_line" (a line over --max_line_bytes, not skipped)
+    abort_reason: str = "overflow"
 
 
 Chooser = Callable[[Candidate, int], tuple[str, int | None]]
 
 
-def fixed_chooser(policy: str) -> Chooser:
+class FixedChooser:
     """The non-interactive policies; `prompt` without a TTY behaves as `abort`."""
-    if policy in ("abort", "prompt"):
-        return lambda cand, max_size: ("abort", None)
-    if policy == "extend":
-        return lambda cand, max_size: ("extend", cand.token_count)
-    if policy in ("truncate", "skip"):
-        return lambda cand, max_size: (policy, None)
-    raise ValueError(f"unknown on_overflow policy {policy!r}")
+
+    def __init__(self, policy: str):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown on_overflow policy {policy!r}")
+        self.policy = policy
+
+    def __call__(self, cand: Candidate, max_size: int):
+        if self.policy == "extend":
+            return "extend", cand.token_count
+        if self.policy in ("truncate", "skip"):
+            return self.policy, None
+        return "abort", None
+
+
+def fixed_chooser(policy: str) -> Chooser:
+    return FixedChooser(policy)
+
+
+def skips_long_lines(choose: Chooser) -> bool:
+    """Only `skip` drops a line over --max_line_bytes: it cannot be truncated or extended
+    unread, and the prompt's planning pass reports it as a bad line first."""
+    return getattr(choose, "policy", None) == "skip"
 
 
 def scripted_chooser(script: dict) -> Chooser:
@@ -73,10 +92,19 @@ def scripted_chooser(script: dict) -> Chooser:
     return choose
 
 
-def decide_overflows(declared, candidates, choose: Chooser) -> OverflowPlan:
+def decide_overflows(declared, candidates, choose: Chooser,
+                     capacity: int | None = None) -> OverflowPlan:
+    """Decide every candidate in sample_id order. `capacity`: the largest value the token
+    dtype stores; an extend past it stops the build (its lengths would wrap)."""
     sizes = sorted(declared)
     outcomes, rows = {}, []
-    for cand in sorted(candidates, key=lambda c: c.order):
+    for cand in sorted(candidates, key=lambda c: c.sample_id):
+        if cand.line_bytes is not None:
+            if not skips_long_lines(choose):
+                return OverflowPlan(outcomes, sizes, rows, cand, "long_line")
+            outcomes[cand.order] = Outcome("skip", None, sizes[-1])
+            rows.append(long_line_row(cand, sizes[-1]))
+            continue
         fit = smallest_fit(sizes, cand.token_count)
         if fit is not None:  # fits a size added by an earlier extend
             outcomes[cand.order] = Outcome("fit", fit, sizes[-1])
@@ -95,6 +123,8 @@ def decide_overflows(declared, candidates, choose: Chooser) -> OverflowPlan:
         elif action == "extend":
             if new_size is None or new_size < cand.token_count:
                 raise ValueError("extend needs a new size >= token_count")
+            if capacity is not None and new_size > capacity:
+                return OverflowPlan(outcomes, sizes, rows, cand, "capacity")
             if new_size not in sizes:
                 insort(sizes, new_size)
             outcomes[cand.order] = Outcome("extend", new_size, max_size)
@@ -103,6 +133,14 @@ def decide_overflows(declared, candidates, choose: Chooser) -> OverflowPlan:
             raise ValueError(f"unknown overflow action {action!r}")
         rows.append(row)
     return OverflowPlan(outcomes, sizes, rows, None)
+
+
+def long_line_row(cand: Candidate, max_size: int) -> dict:
+    """The overflow row of a skipped over-long line: never tokenized, so its token count
+    is null and its size in bytes is added last (other rows keep mintdim's keys)."""
+    return {"sample_id": cand.sample_id, "source_file": cand.source_file,
+            "source_line": cand.source_line, "token_count": None, "max_unit_size": max_size,
+            "action": "skip", "line_bytes": cand.line_bytes}
 
 
 def truncated_lengths(lengths: np.ndarray, keep) -> np.ndarray:

@@ -1,11 +1,12 @@
 """`mintdim-beam verify OUT`: check a finished unit-build from its own files.
 
-Nothing but OUT is read: manifest.json and length_field.json give the layout, the shards
-are scanned with numpy (memory-mapped when local, read in record-aligned chunks through
-fsspec otherwise), and the four index files are streamed line by line and joined on
-`sample_id` (every one of them is ascending). What is kept in memory is per-unit arrays
-of token counts (one int per record) plus what duplicate_index.jsonl and the UNK
-positions hold.
+Nothing but OUT is read (the inputs the manifest records are only looked up, to say
+whether each is still what the build read): manifest.json and length_field.json give the
+layout, the shards are scanned with numpy (memory-mapped when local, read in
+record-aligned chunks through fsspec otherwise), and the four index files are streamed
+line by line and joined on `sample_id` (every one of them is ascending). What is kept in
+memory is per-unit arrays of token counts (one int per record) plus what
+duplicate_index.jsonl and the UNK positions hold.
 
 Exit 0 and a one-line summary when the build is clean; exit 1 and the first problems
 (file, record or line, what) otherwise.
@@ -23,8 +24,10 @@ import fsspec
 import numpy as np
 
 from . import format as fmt
+from .ownership import MARKER
 from . import storage
 from .errors import TokenDTypeCapacityError
+from .input_files import recorded_status
 from .plan import DTYPES, select_dtype
 from .template import LITERAL_NAME
 
@@ -88,6 +91,9 @@ class VerifyResult:
     tokens: int = 0          # sum of sample_index token_count
     bytes: int = 0           # shard bytes scanned
     seconds: float = 0.0
+    # (file as given, status) per input the manifest records (`inputs`, ours; absent in
+    # a mintdim 0.2.1 build): informational, a later change does not fail the build
+    inputs: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -321,6 +327,18 @@ class _Verifier:
             r.seconds = time.perf_counter() - start
         return self.result
 
+    def _inputs(self, inputs) -> None:
+        """Which inputs the build came from, and whether each is still the same."""
+        if inputs is None:
+            return
+        if not isinstance(inputs, list):
+            self.p.add(fmt.MANIFEST, None, f"inputs {inputs!r} is not a list")
+            return
+        for entry in inputs:
+            name = entry.get("file") if isinstance(entry, dict) else None
+            self.result.inputs.append((name if isinstance(name, str) else repr(entry),
+                                       recorded_status(entry)))
+
     def _manifest(self) -> bool:
         if fmt.MANIFEST not in self.files:
             failed = sorted(rel for rel in self.files
@@ -339,6 +357,7 @@ class _Verifier:
         head = list(m)[:len(MANIFEST_KEYS)]
         if head != MANIFEST_KEYS:
             self.p.add(fmt.MANIFEST, None, f"keys start {head}, expected {MANIFEST_KEYS}")
+        self._inputs(m.get("inputs"))
 
         def get(*path):
             obj = m
@@ -493,7 +512,10 @@ class _Verifier:
             if top == REPORT_DIR and len(parts) > 1:
                 continue
             if len(parts) == 1:
-                if top not in SUMMARY_FILES + INDEX_FILES:
+                if top == MARKER:
+                    self.p.add(rel, None, "ownership marker of a build that did not end: "
+                               "the build is incomplete (see mintdim-beam clean)")
+                elif top not in SUMMARY_FILES + INDEX_FILES:
                     self.p.add(rel, None, "unexpected file in the output directory")
                 continue
             if top in unit_of:
@@ -1150,6 +1172,8 @@ def verify_command(args) -> int:
         print(f"verify {args.out}: cannot read the output: {exc}")
         return 1
     print(result.summary())
+    for name, status in result.inputs:
+        print(f"  input {name}: {status}")
     if result.ok:
         return 0
     for problem in result.problems:

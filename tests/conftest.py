@@ -87,6 +87,19 @@ def run_build(workdir: Path, *, files, fields, templates, tokenizer, tokenizer_f
         os.chdir(previous)
 
 
+MANIFEST_REFERENCE_KEYS = ["pipeline", "mintdim_version", "tokenizer", "token_storage",
+                           "sequence_template", "length_field_metadata", "units", "source",
+                           "output"]
+
+
+def reference_manifest(doc: dict) -> dict:
+    """The manifest's reference keys only: ours (version, inputs, ...) all come after
+    the reference's last key, `output`, and differ between copies of a build."""
+    keys = list(doc)
+    last = keys.index("output") if "output" in keys else len(keys) - 1
+    return {k: doc[k] for k in keys[:last + 1]}
+
+
 def read_tree(root: Path, drop_manifest_extras: bool = True) -> dict:
     """Every file below `root` as bytes; the manifest without our own extra keys."""
     tree = {}
@@ -94,8 +107,7 @@ def read_tree(root: Path, drop_manifest_extras: bool = True) -> dict:
         if path.is_file():
             data = path.read_bytes()
             if drop_manifest_extras and path.name == "manifest.json":
-                doc = json.loads(data)
-                doc.pop("mintdim_beam_version", None)
+                doc = reference_manifest(json.loads(data))
                 data = json.dumps(doc, ensure_ascii=False, indent=2).encode()
             tree[str(path.relative_to(root))] = data
     return tree

@@ -585,3 +585,39 @@ def test_dtype_capacity_number_formatting():
     exc = TokenDTypeCapacityError(vocab_size=70000)
     assert "Tokenizer vocab_size: 70,000\n" in exc.english
     assert "Tokenizer vocab_size: 70.000\n" in exc.vietnamese
+
+
+OURS = {
+    "held": lambda: OutputValidationError(directory="out", problem="held", detail="run r, pid 1"),
+    "incomplete": lambda: OutputValidationError(directory="out", problem="incomplete", detail="x"),
+    "unwritable": lambda: OutputValidationError(directory="out", problem="unwritable",
+                                                detail="Read-only file system"),
+    "unit_size": lambda: TokenDTypeCapacityError(dtype="uint16", max_value=65535,
+                                                 unit_size=400000, vocab_size=8000),
+    "extend": lambda: TokenDTypeCapacityError(dtype="uint16", max_value=65535, sample="a:3",
+                                              token_count=70000, vocab_size=8000),
+    "changed": lambda: E.SourceChangedError(file="a.jsonl", planned="size 1", found="size 2"),
+    "format": lambda: E.SourceFormatError(file="a.bz2", found="bzip2", expected="JSONL"),
+    "crash": lambda: E.EncoderCrashError(file="a.jsonl", lines="lines 1-4", reason="SIGKILL"),
+    "write": lambda: E.OutputWriteError(directory="out", reason="No space left on device"),
+    "interrupt": lambda: E.BuildInterruptedError(signal="SIGTERM"),
+    "clean": lambda: E.OutputCleanError(directory="out", reason="complete build"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OURS))
+def test_our_errors_are_bilingual_and_survive_payloads_and_pickles(name):
+    error = OURS[name]()
+    name_of = type(error).__name__
+    assert error.english.startswith(f"[english] {name_of}: ")
+    assert error.vietnamese.startswith(f"[vietnam] {name_of}: ")
+    assert error.english.split(": ", 1)[1] != error.vietnamese.split(": ", 1)[1]
+    for copy in (error_from_payload(json.loads(json.dumps(error.to_payload()))),
+                 pickle.loads(pickle.dumps(error))):
+        assert type(copy) is type(error) and str(copy) == str(error)
+
+
+def test_the_seed_form_of_output_validation_is_unchanged_by_the_new_forms():
+    assert OutputValidationError(directory="d").kwargs == {"directory": "d"}
+    with pytest.raises(TypeError):
+        OutputValidationError(directory="d", problem="nope")

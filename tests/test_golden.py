@@ -11,7 +11,8 @@ import pytest
 
 from mintdim_beam import errors
 
-from conftest import BUNDLE_RETRYING, GOLDEN, IN_MEMORY, MULTI_PROCESS, content_tree, run_build
+from conftest import (BUNDLE_RETRYING, GOLDEN, IN_MEMORY, MANIFEST_REFERENCE_KEYS, MULTI_PROCESS,
+                      content_tree, run_build)
 
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "case.json").is_file())
 # A spread of cases also built on worker processes with tiny byte ranges.
@@ -52,7 +53,14 @@ def _run_case(name: str, golden_copy: Path, options: list[str]):
             assert actual[path] == expected[path], f"{name}: {out}/{path} differs"
         assert _notices(actual_root) == _notices(expected_root)
         manifest = json.loads((actual_root / "manifest.json").read_text())
-        assert list(manifest)[-1] == "mintdim_beam_version"
+        reference = json.loads((expected_root / "manifest.json").read_text())
+        assert list(reference) == MANIFEST_REFERENCE_KEYS
+        # the reference's keys first, in its order; ours after, our version first
+        keys = list(manifest)
+        assert keys[:len(MANIFEST_REFERENCE_KEYS)] == MANIFEST_REFERENCE_KEYS
+        ours = keys[len(MANIFEST_REFERENCE_KEYS):]
+        assert ours[0] == "mintdim_beam_version" and "inputs" in ours
+        assert [i["file"] for i in manifest["inputs"]] == manifest["source"]["files"]
     assert len(result["outputs"]) == len(_outputs(case))
 
 

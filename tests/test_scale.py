@@ -138,8 +138,8 @@ def test_the_default_run_answers_the_first_batches_from_the_helpers_head_start(
     real, ahead = runner.warm_helpers, []
 
     @contextlib.contextmanager
-    def finished_head_start(plans, count, first_range):
-        with real(plans, count, first_range) as key:
+    def finished_head_start(plans, count, first_range, *bounds):
+        with real(plans, count, first_range, *bounds) as key:
             ahead.extend(helper.head_start_done() for helper in encoder_process._WARM[key])
             yield key
 

@@ -9,6 +9,8 @@ import fsspec
 import pytest
 
 from mintdim_beam import storage
+from mintdim_beam.errors import OutputWriteError
+from mintdim_beam.failures import WorkerFailure, recover
 
 from conftest import GOLDEN, IN_MEMORY, content_tree, run_build
 
@@ -117,8 +119,13 @@ def test_a_shard_is_its_pieces_joined_ranges_copied_by_the_kernel_locally(tmp_pa
     try:
         storage.write_pieces_atomic(target, pieces, out)
         assert storage.read_bytes(target) == want
-        with pytest.raises(OSError, match="a.bin"):  # a range past the block's end
+        # A range past the block's end: locally the kernel copy is part of writing the
+        # shard, so it fails as OutputWriteError naming the output (carried by WorkerFailure).
+        expected = WorkerFailure if where == "local" else OSError
+        with pytest.raises(expected, match="a.bin") as info:
             storage.write_pieces_atomic(target, [(str(blocks[0]), 150, 100)], out)
+        if where == "local":
+            assert isinstance(recover(info.value), OutputWriteError)
         assert storage.read_bytes(target) == want  # the shard that was there is intact
     finally:
         if where == "memory":

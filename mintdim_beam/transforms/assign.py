@@ -15,6 +15,7 @@ from ..failures import PendingError
 from ..packed import Packed
 from .gather import ApplyToAll
 from .stage import BlockRange, block_path, block_sections, unit_records
+from ..source import long_line_reason
 from ..units import Candidate, assign_declared, decide_overflows, truncated_lengths
 
 HASHES = "hashes"
@@ -68,21 +69,51 @@ def number_candidates(candidates, datasets, numbering) -> dict:
     return by_ds
 
 
-def _decide(candidates, plans, datasets, numbering, choosers) -> Packed:
+def number_long_lines(long_lines, datasets, numbering) -> dict:
+    """Lines over --max_line_bytes (`LongLinePending`) -> {dataset: [Candidate]}. Their
+    order has batch and j -1: they are in no tokenized batch, so AssignFn never looks
+    them up, and the decision sorts by sample_id."""
+    by_ds: dict = {}
+    for pending in long_lines:
+        line_offset, sample_offset = numbering[pending.order[:3]]
+        by_ds.setdefault(pending.dataset, []).append(Candidate(
+            order=pending.order[:3] + (-1, -1, pending.local_line),
+            sample_id=sample_offset + pending.local_sample, token_count=None,
+            source_file=datasets[pending.dataset].files[pending.file_pos].given,
+            source_line=line_offset + pending.local_line + 1, line_bytes=pending.line_bytes))
+    return by_ds
+
+
+def _decide(candidates, plans, datasets, numbering, choosers, long_lines=()) -> Packed:
     """Per dataset: the OverflowPlan (outcomes, final sizes, rows, abort), packed."""
     by_ds = number_candidates(candidates, datasets, numbering)
-    return Packed({ds: decide_overflows(plans[ds].dataset.sizes, by_ds.get(ds, []), choosers[ds])
+    for ds, cands in number_long_lines(long_lines, datasets, numbering).items():
+        by_ds.setdefault(ds, []).extend(cands)
+    return Packed({ds: decide_overflows(plans[ds].dataset.sizes, by_ds.get(ds, []), choosers[ds],
+                                        capacity=plans[ds].magic)
                    for ds in plans})
 
 
-def abort_errors(packed_plans: Packed):
-    for ds, plan in packed_plans.unpack().items():
-        cand = plan.abort
-        if cand is not None:
-            _, file_pos, range_no, _, _, local_line = cand.order
-            yield PendingError(ds, file_pos, range_no, local_line, "UnitOverflowError",
-                               {"token_count": cand.token_count,
-                                "max_unit_size": plan.sizes[-1]}, "sample")
+def _abort_error(overflow_plan, plan, max_line_bytes) -> tuple[str, dict, str]:
+    """(error class, kwargs, locator) of the candidate the decision stopped at."""
+    cand = overflow_plan.abort
+    if overflow_plan.abort_reason == "long_line":
+        return "SourceParseError", {"reason": long_line_reason(cand.line_bytes, max_line_bytes)}, \
+            "file_line"
+    if overflow_plan.abort_reason == "capacity":
+        return "TokenDTypeCapacityError", {
+            "dtype": plan.token_dtype, "max_value": plan.magic, "token_count": cand.token_count,
+            "vocab_size": plan.vocab_size}, "sample"
+    return "UnitOverflowError", {"token_count": cand.token_count,
+                                 "max_unit_size": overflow_plan.sizes[-1]}, "sample"
+
+
+def abort_errors(packed_plans: Packed, plans: dict, max_line_bytes: int | None = None):
+    for ds, overflow_plan in packed_plans.unpack().items():
+        if overflow_plan.abort is not None:
+            _, file_pos, range_no, _, _, local_line = overflow_plan.abort.order
+            yield PendingError(ds, file_pos, range_no, local_line,
+                               *_abort_error(overflow_plan, plans[ds], max_line_bytes))
 
 
 def _unit_offsets(counts, packed_plans: Packed):
@@ -190,7 +221,7 @@ class AssignFn(beam.DoFn):
         # records are built here and travel as bytes (Beam's coder copies them as they
         # are, the writer joins them).
         if staged:
-            block = block_path(dataset.output_path, chunk_key)
+            block = block_path(dataset, chunk_key)
             sections = block_sections(plan, declared)
         for unit, members in members_by_unit.items():
             member_shards, member_ranks = shards[members], ranks[members]
@@ -228,14 +259,17 @@ class DecideOverflows(beam.PTransform):
         super().__init__()
         self._plans, self._datasets, self._choosers = plans, datasets, choosers
 
-    def expand(self, tokenized_and_numbering):
-        tokenized, numbering = tokenized_and_numbering
+    def expand(self, inputs):
+        """`inputs`: (tokenized, numbering, long lines): the lines over --max_line_bytes
+        are candidates too, skipped or stopped at in sample_id order."""
+        tokenized, numbering, long_lines = inputs
         plans, datasets, choosers = self._plans, self._datasets, self._choosers
         return (tokenized
                 | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
                 | "Decide" >> ApplyToAll(
-                    lambda cands, num: _decide(cands, plans, datasets, num, choosers),
-                    beam.pvalue.AsSingleton(numbering)))
+                    lambda cands, num, longs: _decide(cands, plans, datasets, num, choosers,
+                                                      longs),
+                    beam.pvalue.AsSingleton(numbering), beam.pvalue.AsList(long_lines)))
 
 
 class UnitOffsets(beam.PTransform):

@@ -49,8 +49,9 @@ class WriteDuplicatePartFn(beam.DoFn):
     def process(self, element):
         (ds, part), rows = element
         rows = sorted(rows)
-        out = self._plans[ds].dataset.output_path
-        path = storage.join(storage.tmp_dir(out), "parts", "duplicate", f"{part:012d}.jsonl")
+        dataset = self._plans[ds].dataset
+        out = dataset.output_path
+        path = storage.join(dataset.scratch_path, "parts", "duplicate", f"{part:012d}.jsonl")
         storage.write_text_atomic(path, "".join(row for _, _, row in rows), out)
         yield ds, part, path, len(rows), sum(count for _, count, _ in rows)
 

@@ -11,6 +11,7 @@ from .. import format as fmt
 from .. import storage
 from ..failures import WorkerFailure, resolve
 from ..faults import BundleFaults
+from ..ownership import release
 from .gather import ApplyToAll
 
 _EMPTY_STATS = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
@@ -39,8 +40,9 @@ class FirstError(beam.PTransform):
 
 
 class FinalizeFn(beam.DoFn):
-    def __init__(self, plans: dict):
+    def __init__(self, plans: dict, inputs: dict | None = None):
         self._plans = plans
+        self._inputs = inputs or {}  # dataset -> the inputs' planned identities
         self._faults = BundleFaults("finalize")
 
     def start_bundle(self):
@@ -76,21 +78,26 @@ class FinalizeFn(beam.DoFn):
             storage.makedirs(storage.join(out, fmt.unit_dir(size)))
             if not distribution.get(size):
                 write(f"{fmt.unit_dir(size)}/{fmt.EMPTY_UNIT}", fmt.empty_unit_notice(size))
-        manifest = fmt.manifest_doc(plan, sizes, {"mintdim_beam_version": __version__})
+        ours = {"mintdim_beam_version": __version__}
+        if ds in self._inputs:
+            ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
+        manifest = fmt.manifest_doc(plan, sizes, ours)
         storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out)
         self._faults.check(ds)
         # The parts go only after the manifest: a retried Finalize must find them again
         # and rewrite the same bytes, whichever step its first attempt died in.
         storage.remove_tree(storage.tmp_dir(out))
+        release(out)  # last: until now the directory was this run's alone
         yield ds, out
 
 
 class Finalize(beam.PTransform):
     """One finalize per dataset, after every shard and part exists (side inputs)."""
 
-    def __init__(self, plans, datasets, sides: dict):
+    def __init__(self, plans, datasets, sides: dict, inputs: dict | None = None):
         super().__init__()
         self._plans, self._datasets, self._sides = plans, datasets, sides
+        self._inputs = inputs
 
     def expand(self, pbegin):
         s = self._sides
@@ -99,7 +106,7 @@ class Finalize(beam.PTransform):
         return (pbegin
                 | "Datasets" >> beam.Create(sorted(self._plans))
                 | "FinalizeDataset" >> beam.ParDo(
-                    FinalizeFn(self._plans),
+                    FinalizeFn(self._plans, self._inputs),
                     beam.pvalue.AsSingleton(error),
                     beam.pvalue.AsSingleton(s["overflow_plans"]),
                     beam.pvalue.AsDict(s["stats"]),

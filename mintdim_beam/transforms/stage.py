@@ -32,8 +32,8 @@ class BlockRange(NamedTuple):
     length: int
 
 
-def block_path(output_dir: str, chunk_key) -> str:
-    return scratch_path(output_dir, "blocks", chunk_key, "bin")
+def block_path(dataset, chunk_key) -> str:
+    return scratch_path(dataset, "blocks", chunk_key, "bin")
 
 
 def gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -74,7 +74,7 @@ def stage_batch(plan, chunk_key, batch: dict) -> dict:
                                     lengths[members]))
     if records:
         out = plan.dataset.output_path
-        storage.write_atomic(block_path(out, chunk_key), b"".join(records), out)
+        storage.write_atomic(block_path(plan.dataset, chunk_key), b"".join(records), out)
     rest = np.flatnonzero(declared == 0)
     return {**batch, "tokens": tokens[gather_index(starts[rest], totals[rest])], "staged": True}
 

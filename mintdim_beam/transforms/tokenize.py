@@ -13,6 +13,7 @@ order never matters downstream: batches carry their keys.
 """
 from __future__ import annotations
 
+import signal
 from collections import deque
 
 import apache_beam as beam
@@ -21,7 +22,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
 from ..encode_batch import BatchEncoder, share_bounds
-from ..encoder_process import adopt_warm, helper_threads, start_helpers
+from ..encoder_process import EncoderProcessError, adopt_warm, helper_threads, start_helpers
+from ..errors import EncoderCrashError
+from ..failures import WorkerFailure
 from ..faults import BundleFaults
 from ..tokenizers import cached_tokenizer
 
@@ -37,10 +40,12 @@ def _tokenized(chunk_key, batch, encoded):
 class TokenizeFn(beam.DoFn):
     """One tokenizer call per batch, here or in helper encoder processes."""
 
-    def __init__(self, plans: dict, encoder_processes: int = 0, warm_key: str | None = None):
+    def __init__(self, plans: dict, encoder_processes: int = 0, warm_key: str | None = None,
+                 range_starts: dict | None = None):
         self._plans = plans
         self._encoder_processes = encoder_processes
         self._warm_key = warm_key  # helpers the driver started early (`warm_helpers`)
+        self._range_starts = range_starts or {}  # (dataset, file, range) -> first byte
         self._faults = BundleFaults("tokenize")
         self._head_start = Metrics.counter("mintdim", "head_start_samples")
 
@@ -97,12 +102,46 @@ class TokenizeFn(beam.DoFn):
         try:
             shares = [helper.collect() for helper in helpers]
             self._faults.check(chunk_key)  # with the next batch still in the helpers
-        except BaseException:
+        except BaseException as exc:
             for helper in self._helpers:  # their queues are out of step with ours now
                 helper.close()
+            if isinstance(exc, EncoderProcessError) and exc.returncode is not None:
+                raise WorkerFailure(self._crash(chunk_key, batch, exc.returncode)) from exc
             raise
         self._head_start.inc(sum(helper.head_start_samples for helper in helpers) - ahead)
         return _tokenized(chunk_key, batch, merge_shares(shares, parts))
+
+
+    def _crash(self, chunk_key, batch, returncode: int) -> dict:
+        """The payload of an `EncoderCrashError` for the batch whose reply never came."""
+        ds, file_pos, range_no, _ = chunk_key
+        return EncoderCrashError(
+            file=self._plans[ds].dataset.files[file_pos].given,
+            lines=batch_lines(batch["lines"], self._range_starts.get(chunk_key[:3])),
+            reason=exit_reason(returncode)).to_payload()
+
+
+def batch_lines(local_lines, range_start: int | None) -> str:
+    """A batch's lines, as exactly as known inside the pipeline: line numbers of a range
+    after the first depend on the line counts of the ranges before it, which only the
+    numbering step knows, so those are given within their range."""
+    first, last = int(local_lines[0]) + 1, int(local_lines[-1]) + 1
+    if range_start == 0:
+        return f"lines {first}-{last}"
+    where = "its byte range" if range_start is None else \
+        f"the byte range starting at byte {range_start}"
+    return f"lines {first}-{last} of {where}"
+
+
+def exit_reason(returncode: int) -> str:
+    if returncode >= 0:
+        return f"the helper encoder process exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = str(-returncode)
+    cause = " (as the out-of-memory killer does)" if -returncode == signal.SIGKILL else ""
+    return f"the helper encoder process was killed by signal {name}{cause}"
 
 
 def merge_shares(shares: list, parts: list[int]):
@@ -118,12 +157,15 @@ def merge_shares(shares: list, parts: list[int]):
 class Tokenize(beam.PTransform):
     """Rendered batches -> token ids, segment lengths and UNK details per sample."""
 
-    def __init__(self, plans: dict, encoder_processes: int = 0, warm_key: str | None = None):
+    def __init__(self, plans: dict, encoder_processes: int = 0, warm_key: str | None = None,
+                 range_starts: dict | None = None):
         super().__init__()
         self._plans = plans
         self._encoder_processes = encoder_processes
         self._warm_key = warm_key
+        self._range_starts = range_starts  # for the lines a dead helper's error names
 
     def expand(self, rendered):
         return rendered | "EncodeSegments" >> beam.ParDo(
-            TokenizeFn(self._plans, self._encoder_processes, self._warm_key))
+            TokenizeFn(self._plans, self._encoder_processes, self._warm_key,
+                       self._range_starts))

@@ -17,15 +17,15 @@ from ..faults import BundleFaults
 PART_KINDS = ("sample", "unk")
 
 
-def scratch_path(output_dir: str, folder: str, chunk_key, extension: str) -> str:
-    """A batch's file in the output's scratch dir, named by its place in the input."""
+def scratch_path(dataset, folder: str, chunk_key, extension: str) -> str:
+    """A batch's file in this run's scratch dir, named by its place in the input."""
     _, file_pos, range_no, batch_no = chunk_key
-    return storage.join(storage.tmp_dir(output_dir), folder,
+    return storage.join(dataset.scratch_path, folder,
                         f"{file_pos:06d}-{range_no:09d}-{batch_no:09d}.{extension}")
 
 
-def part_path(output_dir: str, kind: str, chunk_key) -> str:
-    return scratch_path(output_dir, f"parts/{kind}", chunk_key, "jsonl")
+def part_path(dataset, kind: str, chunk_key) -> str:
+    return scratch_path(dataset, f"parts/{kind}", chunk_key, "jsonl")
 
 
 class WriteShardFn(beam.DoFn):
@@ -72,8 +72,9 @@ class WriteIndexPartFn(beam.DoFn):
 
     def process(self, element):
         kind, chunk_key, text = element
-        out = self._plans[chunk_key[0]].dataset.output_path
-        path = part_path(out, kind, chunk_key)
+        dataset = self._plans[chunk_key[0]].dataset
+        out = dataset.output_path
+        path = part_path(dataset, kind, chunk_key)
         storage.write_text_atomic(path, text, out)
         yield kind, chunk_key, path
 
