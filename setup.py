@@ -12,14 +12,14 @@ setup(
         "tokenizers>=0.15",
         "numpy",
         "fsspec",
+        "gcsfs>=2024.6.0",  # gs:// paths need no extra install
         "matplotlib",  # `mintdim-beam report` figures
     ],
     extras_require={
         # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.
         # Lower bounds keep pip from backtracking to an s3fs without aiobotocore.
-        "test": ["pytest>=7", "pytest-timeout", "gcsfs>=2024.6.0", "s3fs>=2024.6.0",
+        "test": ["pytest>=7", "pytest-timeout", "s3fs>=2024.6.0",
                  "moto[server]>=5", "gcp-storage-emulator"],
-        "gcp": ["gcsfs>=2024.6.0"],
         "aws": ["s3fs>=2024.6.0"],
     },
     entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:console_main"]},

@@ -1,6 +1,13 @@
-"""mintdim-beam: the MintDim unit-build as an Apache Beam pipeline."""
-__version__ = "0.1.0"
+"""mintdim-beam: instruction, chat and pretraining JSONL to fixed-width training shards,
+as Apache Beam pipelines.
 
-from .api import pipeline  # noqa: E402
+The package by capability: `core/` (config, templates, tokenizers, the on-disk format,
+inputs, storage, errors), `build/` (the unit-build on Beam), `audit/` (verify, report,
+plan); `api` (the fluent builder) and `cli` (the `mintdim-beam` command) on top."""
+from mintdim_beam.api import pipeline
+from mintdim_beam.core.quiet_imports import drop_beam_import_warning
+from mintdim_beam.core.version import __version__
+
+drop_beam_import_warning()  # every entry point (API, command, pipelines/) imports us first
 
 __all__ = ["pipeline", "__version__"]

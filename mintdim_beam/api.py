@@ -58,7 +58,7 @@ class UnitBuildJob:
 
     def run(self, *, on_template_unk: str = "prompt", on_overflow: str = "prompt",
             pipeline_options=None) -> dict:
-        from .runner import run_build
+        from mintdim_beam.build.launch import run_build
 
         return run_build(self._raw, on_template_unk=on_template_unk, on_overflow=on_overflow,
                          pipeline_options=pipeline_options)
@@ -66,7 +66,7 @@ class UnitBuildJob:
 
 def pipeline(name: str) -> UnitBuildJob:
     if name != "unit-build":
-        from .errors import PipelineValidationError
+        from mintdim_beam.core.errors import PipelineValidationError
 
         raise PipelineValidationError(missing=[f"pipeline name 'unit-build' (got {name!r})"])
     return UnitBuildJob()

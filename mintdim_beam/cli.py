@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .errors import MintDimError
+from mintdim_beam.core.errors import MintDimError
 
 CONFIG_HELP = """CONFIG keys (YAML or JSON; paths relative to the working directory or fsspec URLs):
   source:    {files: [...], fields: [[...]], templates: ["..."]}
@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def accepted_options() -> set[str]:
     """Every --option the build entry point understands itself (Beam's own flags aside)."""
-    from .options import MintDimOptions
+    from mintdim_beam.build.options import MintDimOptions
 
     build = _parser()._subparsers._group_actions[0].choices["build"]
     names = {opt for action in build._actions for opt in action.option_strings}
@@ -63,9 +63,9 @@ def accepted_options() -> set[str]:
 
 
 def build_command(args, beam_flags: list[str]) -> int:
-    from .config_file import load_config
-    from .errors import BuildInterruptedError, PipelineValidationError
-    from .runner import on_signals, run_build
+    from mintdim_beam.build.launch import on_signals, run_build
+    from mintdim_beam.core.config_file import load_config
+    from mintdim_beam.core.errors import BuildInterruptedError, PipelineValidationError
 
     try:
         config = args.config_flag or args.config
@@ -100,9 +100,9 @@ def _interrupted(signal: str, what: str) -> int:
 def clean_command(args) -> int:
     """Remove an incomplete build of ours; exit 1 (and remove nothing) when the directory
     holds a complete build, a running one, or files that are not ours."""
-    from . import storage
-    from .errors import OutputCleanError
-    from .ownership import clean
+    from mintdim_beam.core import storage
+    from mintdim_beam.core.errors import OutputCleanError
+    from mintdim_beam.core.ownership import clean
 
     try:
         removed = clean(storage.resolve(args.out), args.out)
@@ -119,17 +119,17 @@ def main(argv=None) -> int:
     if args.command == "build":
         return build_command(args, extra)
     if args.command == "verify":
-        from .verify import verify_command
+        from mintdim_beam.audit.verify import verify_command
 
         return verify_command(args)
     if args.command == "report":
-        from .report import report_command
+        from mintdim_beam.audit.report import report_command
 
         return report_command(args)
     if args.command == "clean":
         return clean_command(args)
     if args.command == "plan":
-        from .plan_units import plan_command
+        from mintdim_beam.audit.plan import plan_command
 
         return plan_command(args, extra)
     return 2

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import random
-from pathlib import Path
-
-import pytest
-
 import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden"
@@ -154,7 +153,7 @@ def encoder_helpers_of(pid: int) -> list[int]:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if b"mintdim_beam.encoder_process" in cmdline and int(fields[1]) == pid and fields[0] != "Z":
+        if b"mintdim_beam.build.encoder_process" in cmdline and int(fields[1]) == pid and fields[0] != "Z":
             found.append(int(entry))
     return found
 

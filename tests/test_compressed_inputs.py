@@ -13,11 +13,10 @@ import fsspec
 import pytest
 import zstandard
 
-from mintdim_beam import errors
-from mintdim_beam.plan_units import token_histograms
-from mintdim_beam.runner import launch
-
 from conftest import IN_MEMORY, MULTI_PROCESS, read_tree, run_build, sentence
+from mintdim_beam.audit.plan import token_histograms
+from mintdim_beam.build.launch import launch
+from mintdim_beam.core import errors
 
 
 def _text(seed: int, rows: int = 240) -> bytes:

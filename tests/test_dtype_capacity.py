@@ -8,17 +8,16 @@ import sys
 import numpy as np
 import pytest
 
-from mintdim_beam import format as fmt
-from mintdim_beam.config import Dataset, InputFile
-from mintdim_beam.errors import TokenDTypeCapacityError, error_from_payload
-from mintdim_beam.failures import resolve
-from mintdim_beam.packed import Packed
-from mintdim_beam.plan import prepare
-from mintdim_beam.prompts import InteractiveChooser, ask_overflow
-from mintdim_beam.transforms.assign import abort_errors
-from mintdim_beam.units import Candidate, decide_overflows, fixed_chooser
-
 from conftest import REPO, run_build, write_jsonl
+from mintdim_beam.build.packed import Packed
+from mintdim_beam.build.prompts import InteractiveChooser, ask_overflow
+from mintdim_beam.build.transforms.assign import abort_errors
+from mintdim_beam.build.units import Candidate, decide_overflows, fixed_chooser
+from mintdim_beam.core import format as fmt
+from mintdim_beam.core.config import Dataset, InputFile
+from mintdim_beam.core.errors import TokenDTypeCapacityError, error_from_payload
+from mintdim_beam.core.failures import resolve
+from mintdim_beam.core.prepare import prepare
 
 DEMO_MODEL = REPO / "examples/tokenizer/demo.model"  # 2,000 pieces: uint16
 UINT16_MAX, UINT32_MAX = 2**16 - 1, 2**32 - 1

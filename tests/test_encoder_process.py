@@ -11,14 +11,14 @@ import textwrap
 import numpy as np
 import pytest
 
-from mintdim_beam.config import Dataset, InputFile
-from mintdim_beam.encode_batch import BatchEncoder
-from mintdim_beam.encoder_process import EncoderProcess, EncoderProcessError, tokenizer_files_of
-from mintdim_beam.errors import TokenizerValidationError
-from mintdim_beam.plan import prepare
-from mintdim_beam.tokenizers import load_tokenizer
-
 from conftest import REPO, encoder_helpers_of
+from mintdim_beam.build.encoder_process import (EncoderProcess, EncoderProcessError,
+                                                tokenizer_files_of)
+from mintdim_beam.core.config import Dataset, InputFile
+from mintdim_beam.core.encode_batch import BatchEncoder
+from mintdim_beam.core.errors import TokenizerValidationError
+from mintdim_beam.core.prepare import prepare
+from mintdim_beam.core.tokenizers import load_tokenizer
 
 TEXTS = [["hello world", "the model reads 😀 字"], ["", "code python function"],
          ["unit padding", "ü ÿ ☃ tokens"]]
@@ -140,7 +140,7 @@ def test_a_helper_stopped_from_its_own_feed_or_drain_thread_still_stops(tokenize
     the child and close its output."""
     import threading
 
-    from mintdim_beam.encoder_process import _stop_child
+    from mintdim_beam.build.encoder_process import _stop_child
 
     helper = EncoderProcess({0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))})
     helper.submit(0, TEXTS * 200)  # a reply may be on its way meanwhile
@@ -191,7 +191,7 @@ def test_an_unguarded_user_script_runs_once(tokenizers_dir, tmp_path):
 
 
 def test_split_points_cut_batches_into_balanced_contiguous_parts():
-    from mintdim_beam.encode_batch import split_points
+    from mintdim_beam.core.encode_batch import split_points
 
     sizes = [20] * 6 + [100] * 2
     assert split_points(sizes, 1) == [0, 8]
@@ -205,8 +205,8 @@ def test_split_points_cut_batches_into_balanced_contiguous_parts():
 def test_the_helpers_shares_of_a_batch_are_the_pipelines_shares(tokenizers_dir):
     """A head start renders only its share of the lines; the pipeline cuts the rendered
     batch at the same samples, also when a part holds bad lines only (it is empty)."""
-    from mintdim_beam.encode_batch import share_bounds, share_entries
-    from mintdim_beam.render_batch import Layout, render_entries
+    from mintdim_beam.core.encode_batch import share_bounds, share_entries
+    from mintdim_beam.core.render_batch import Layout, render_entries
 
     plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
     good = [json.dumps({"q": "x" * n, "a": "y"}) for n in (5, 50, 7, 80, 3, 9)]
@@ -229,7 +229,7 @@ def test_the_helpers_shares_of_a_batch_are_the_pipelines_shares(tokenizers_dir):
 
 
 def test_merged_shares_equal_the_whole_batch_encoded_at_once(tokenizers_dir):
-    from mintdim_beam.transforms.tokenize import merge_shares
+    from mintdim_beam.build.transforms.tokenize import merge_shares
 
     plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
     encoder = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
@@ -257,8 +257,8 @@ def test_an_abandoned_helper_stops_its_child(tokenizers_dir):
 def test_helpers_default_to_the_cores_of_the_in_process_run_only(monkeypatch):
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from mintdim_beam.local_default import MAX_AUTO_ENCODERS
-    from mintdim_beam.options import encoder_processes
+    from mintdim_beam.build.local_default import MAX_AUTO_ENCODERS
+    from mintdim_beam.build.options import encoder_processes
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert encoder_processes(PipelineOptions(["--runner=FnApiRunner"])) == 2
@@ -276,7 +276,7 @@ def test_helpers_default_to_the_cores_of_the_in_process_run_only(monkeypatch):
 
 
 def test_warm_helpers_are_handed_out_once_and_the_rest_stopped(tokenizers_dir):
-    from mintdim_beam.encoder_process import adopt_warm, warm_helpers
+    from mintdim_beam.build.encoder_process import adopt_warm, warm_helpers
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
     local = BatchEncoder(plans[0], load_tokenizer("sentencepiece", plans[0].dataset.tokenizer_path))
@@ -297,7 +297,7 @@ def test_warm_helpers_are_handed_out_once_and_the_rest_stopped(tokenizers_dir):
 def test_the_heap_is_frozen_for_the_block_only_unless_the_caller_froze_it():
     import gc
 
-    from mintdim_beam.frozen_heap import frozen_heap
+    from mintdim_beam.build.frozen_heap import frozen_heap
 
     assert gc.get_freeze_count() == 0
     with frozen_heap():
@@ -320,8 +320,8 @@ def test_the_heap_is_frozen_for_the_block_only_unless_the_caller_froze_it():
 def test_every_helper_of_a_tokenize_step_gets_one_native_thread(tokenizers_dir):
     """Adopted or started in `setup`, several helpers share the cores: one thread each,
     also when `setup` adopts fewer warm helpers than it needs and starts the rest."""
-    from mintdim_beam.encoder_process import warm_helpers
-    from mintdim_beam.transforms.tokenize import TokenizeFn
+    from mintdim_beam.build.encoder_process import warm_helpers
+    from mintdim_beam.build.transforms.tokenize import TokenizeFn
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
     with warm_helpers(plans, 2) as key:
@@ -348,9 +348,9 @@ def _head_start_file(tmp_path):
 
 def _pipeline_shares(plan, path, shares):
     """What the Tokenize DoFn sends helper i for each batch: the same reader and split."""
-    from mintdim_beam.encode_batch import share_bounds
-    from mintdim_beam.render_batch import Layout, render_entries
-    from mintdim_beam.source import RangeBatches, plan_ranges
+    from mintdim_beam.core.encode_batch import share_bounds
+    from mintdim_beam.core.render_batch import Layout, render_entries
+    from mintdim_beam.core.source import RangeBatches, plan_ranges
 
     byte_range = plan_ranges([plan.dataset])[0]
     per_share = [[] for _ in range(shares)]
@@ -402,7 +402,7 @@ def test_a_head_start_answers_the_shares_the_pipeline_then_asks_for(tokenizers_d
 
 def test_a_head_start_the_helper_cannot_make_leaves_it_working(tokenizers_dir, tmp_path):
     """A file the child cannot open (another filesystem, gone) means no head start."""
-    from mintdim_beam.source import ByteRange
+    from mintdim_beam.core.source import ByteRange
 
     plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
     local = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
@@ -419,7 +419,7 @@ def test_a_head_start_the_helper_cannot_make_leaves_it_working(tokenizers_dir, t
 def test_a_head_start_reads_its_range_up_to_its_limit(tokenizers_dir, tmp_path):
     import dataclasses
 
-    from mintdim_beam.encoder_process import _answered_ahead, _head_start
+    from mintdim_beam.build.encoder_process import _answered_ahead, _head_start
 
     path = _head_start_file(tmp_path)
     plan = _file_plan(tokenizers_dir, path)
@@ -448,7 +448,7 @@ def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_can
     encoded ends it (its end comes before that reply), and an empty share does not."""
     import io
 
-    from mintdim_beam.encoder_process import _read_message, _serve, _write_message
+    from mintdim_beam.build.encoder_process import _read_message, _serve, _write_message
 
     path = tmp_path / "in.jsonl"
     rows = [{"q": f"question {i} about units", "a": "answer " * (i % 5)} for i in range(24)]
@@ -486,7 +486,7 @@ def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_can
 
 
 def test_request_waiting_sees_unread_bytes_and_a_closed_pipe():
-    from mintdim_beam.encoder_process import _request_waiting
+    from mintdim_beam.build.encoder_process import _request_waiting
 
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd, "rb", buffering=0) as requests:
@@ -500,8 +500,8 @@ def test_request_waiting_sees_unread_bytes_and_a_closed_pipe():
 
 def test_no_head_start_for_a_remote_file(tokenizers_dir, tmp_path):
     """A helper may lack the driver's credentials and would wait on the network."""
-    from mintdim_beam.encoder_process import _WARM, warm_helpers
-    from mintdim_beam.source import ByteRange
+    from mintdim_beam.build.encoder_process import _WARM, warm_helpers
+    from mintdim_beam.core.source import ByteRange
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
     path = _head_start_file(tmp_path)
@@ -518,7 +518,7 @@ def test_the_default_run_skips_only_the_construction_type_check():
     (our fixed graph is checked by every other run); given flags are taken as they are."""
     from apache_beam.options.pipeline_options import StandardOptions, TypeOptions
 
-    from mintdim_beam.options import make_options
+    from mintdim_beam.build.options import make_options
 
     default = make_options(None)
     assert default.view_as(StandardOptions).runner == "FnApiRunner"
@@ -531,8 +531,8 @@ def test_the_default_run_skips_only_the_construction_type_check():
 def test_the_default_run_known_without_beam_is_the_default_flags_run(monkeypatch):
     """`launch` decides a default run's shape before importing Beam: it must be what
     the default flags give, or the head start would read the wrong ranges."""
-    from mintdim_beam.options import default_flags
-    from mintdim_beam.runner import _RunShape
+    from mintdim_beam.build.launch import _RunShape
+    from mintdim_beam.build.options import default_flags
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     fast, full = _RunShape(None), _RunShape(default_flags())
@@ -549,8 +549,8 @@ def test_a_helper_process_does_not_import_fsspec_to_read_local_files(tmp_path):
     data.write_bytes(b'{"q": 1}\n')
     code = textwrap.dedent(f"""
         import sys
-        import mintdim_beam.encoder_process, mintdim_beam.tokenizers, mintdim_beam.render_batch
-        from mintdim_beam import storage
+        import mintdim_beam.build.encoder_process, mintdim_beam.core.tokenizers, mintdim_beam.core.render_batch
+        from mintdim_beam.core import storage
         with storage.open_read({str(data)!r}) as handle:
             assert handle.read() == b'{{"q": 1}}\\n'
         print("fsspec" in sys.modules)

@@ -1,34 +1,21 @@
-"""Tests for mintdim_beam.errors: exact seed README texts, payload and pickle round trips."""
+"""Tests for mintdim_beam.core.errors: exact seed README texts, payload and pickle round trips."""
 
 import json
 import pickle
 
 import pytest
 
-from mintdim_beam import errors as E
-from mintdim_beam.errors import (
-    ERROR_CLASSES,
-    FieldMappingError,
-    MintDimError,
-    MintDimFileNotFoundError,
-    OutputMappingError,
-    OutputValidationError,
-    PipelineValidationError,
-    SampleSchemaError,
-    SamplesPerShardError,
-    SourceParseError,
-    TemplateFieldMismatchError,
-    TemplateMappingError,
-    TemplateTokenizerError,
-    TokenDTypeCapacityError,
-    TokenizerMappingError,
-    TokenizerSpecialTokenError,
-    TokenizerValidationError,
-    UnitMappingError,
-    UnitOverflowError,
-    UnitValidationError,
-    error_from_payload,
-)
+from mintdim_beam.core import errors as E
+from mintdim_beam.core.errors import (ERROR_CLASSES, FieldMappingError, MintDimError,
+                                      MintDimFileNotFoundError, OutputMappingError,
+                                      OutputValidationError, PipelineValidationError,
+                                      SampleSchemaError, SamplesPerShardError,
+                                      SourceParseError, TemplateFieldMismatchError,
+                                      TemplateMappingError, TemplateTokenizerError,
+                                      TokenDTypeCapacityError, TokenizerMappingError,
+                                      TokenizerSpecialTokenError, TokenizerValidationError,
+                                      UnitMappingError, UnitOverflowError, UnitValidationError,
+                                      error_from_payload)
 
 # Expected blocks copied verbatim from the seed README, section "message errors".
 # Raw strings: the template examples contain a literal backslash-n (Python repr).

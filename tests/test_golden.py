@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mintdim_beam import errors
-
-from conftest import (BUNDLE_RETRYING, GOLDEN, IN_MEMORY, MANIFEST_REFERENCE_KEYS, MULTI_PROCESS,
-                      content_tree, run_build)
+from conftest import (BUNDLE_RETRYING, GOLDEN, IN_MEMORY, MANIFEST_REFERENCE_KEYS,
+                      MULTI_PROCESS, content_tree, run_build)
+from mintdim_beam.core import errors
 
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "case.json").is_file())
 # A spread of cases also built on worker processes with tiny byte ranges.

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import fsspec
 import pytest
-
-from mintdim_beam import errors, runner
-from mintdim_beam.input_files import open_range
-from mintdim_beam.source import RangeBatches, plan_ranges
-
-from conftest import IN_MEMORY, MULTI_PROCESS, MANIFEST_REFERENCE_KEYS, sentence
 from test_remote import gcs, s3  # noqa: F401 - the emulator fixtures
+
+from conftest import IN_MEMORY, MANIFEST_REFERENCE_KEYS, MULTI_PROCESS, sentence
+from mintdim_beam.build import launch as runner
+from mintdim_beam.core import errors
+from mintdim_beam.core.input_files import open_range
+from mintdim_beam.core.source import RangeBatches, plan_ranges
 
 ROWS = 300
 
@@ -148,8 +148,8 @@ def test_second_file_changed_is_named(workdir, tokenizers_dir, monkeypatch):
 
 def test_plan_command_notices_a_changed_input(workdir, tokenizers_dir, monkeypatch):
     """`mintdim-beam plan` reads the same ranges through the same checks."""
-    import mintdim_beam.source as source
-    from mintdim_beam.plan_units import token_histograms
+    import mintdim_beam.core.source as source
+    from mintdim_beam.audit.plan import token_histograms
 
     path = _local_case(workdir, tokenizers_dir)
     real, change = source.plan_ranges, _change_local(path, "appended")
@@ -167,7 +167,7 @@ def test_plan_command_notices_a_changed_input(workdir, tokenizers_dir, monkeypat
 
 def test_file_shrinking_while_its_range_is_read(tmp_path):
     """The check after reading: a file truncated between two blocks of one range."""
-    from mintdim_beam.config import Dataset, InputFile
+    from mintdim_beam.core.config import Dataset, InputFile
 
     path = tmp_path / "big.jsonl"
     path.write_bytes(b"".join(_rows(4, 20000)))  # > 1 MiB: read in several blocks
@@ -311,7 +311,8 @@ def test_verify_of_a_reference_build_without_inputs_is_fine():
 
 SURVEY_CHILD = """
 import json, sys
-from mintdim_beam import pipeline, runner
+from mintdim_beam import pipeline
+from mintdim_beam.build import launch as runner
 if sys.argv[2] == "append":  # the input grows right after planning
     real = runner.plan_ranges
     def plan_then_change(*args, **kwargs):

@@ -12,11 +12,10 @@ import tracemalloc
 
 import pytest
 
-from mintdim_beam import format as fmt
-from mintdim_beam.errors import EncoderCrashError, SourceParseError
-from mintdim_beam.source import ByteRange, RangeBatches, iter_range_lines
-
 from conftest import IN_MEMORY, MULTI_PROCESS, REPO, encoder_helpers_of, run_build, write_jsonl
+from mintdim_beam.core import format as fmt
+from mintdim_beam.core.errors import EncoderCrashError, SourceParseError
+from mintdim_beam.core.source import ByteRange, RangeBatches, iter_range_lines
 
 DEMO_MODEL = REPO / "examples/tokenizer/demo.model"
 LIMIT = 1000
@@ -86,7 +85,7 @@ def test_under_skip_a_long_line_is_skipped_indexed_and_keeps_its_sample_id(tmp_p
 
 def test_a_huge_line_is_scanned_never_held(tmp_path):
     """A 50 MB line with a 1 MiB bound: memory stays at a few blocks, not the line."""
-    from mintdim_beam.source import LongLine
+    from mintdim_beam.core.source import LongLine
 
     path = tmp_path / "huge.jsonl"
     size = 50 * 1000 * 1000
@@ -121,12 +120,12 @@ def test_a_long_blank_line_stays_blank():
 
 def test_the_head_start_cuts_the_pipelines_batches_around_a_long_line(tmp_path):
     """A helper's head start reads with the same bound: its shares are the pipeline's."""
-    from mintdim_beam.config import Dataset, InputFile
-    from mintdim_beam.encode_batch import BatchEncoder, share_entries
-    from mintdim_beam.encoder_process import _head_start
-    from mintdim_beam.plan import prepare
-    from mintdim_beam.render_batch import Layout, render_entries
-    from mintdim_beam.tokenizers import load_tokenizer
+    from mintdim_beam.build.encoder_process import _head_start
+    from mintdim_beam.core.config import Dataset, InputFile
+    from mintdim_beam.core.encode_batch import BatchEncoder, share_entries
+    from mintdim_beam.core.prepare import prepare
+    from mintdim_beam.core.render_batch import Layout, render_entries
+    from mintdim_beam.core.tokenizers import load_tokenizer
 
     path = write_jsonl(tmp_path / "in.jsonl", [{"q": "hello world"}, LONG, {"q": "data"},
                                                 {"q": "units padding"}, {"q": "hello"}])

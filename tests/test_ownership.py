@@ -15,10 +15,9 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from mintdim_beam import errors, storage
-from mintdim_beam.ownership import MARKER, Claim, check_free, clean, inspect
-
 from conftest import REPO, read_tree
+from mintdim_beam.core import errors, storage
+from mintdim_beam.core.ownership import MARKER, Claim, check_free, clean, inspect
 
 BIN = Path(sys.executable).parent
 TEMPLATE = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n{output}"
@@ -143,7 +142,7 @@ def test_ctrl_c_exits_130_with_one_line_and_no_helper_left(corpus, tmp_path):
     out = tmp_path / "out"
     proc = _start("build", _config(tmp_path, corpus, out))
     _wait_for(_tokenizing(out), proc)
-    helpers = subprocess.run(["pgrep", "-f", "-g", str(proc.pid), "mintdim_beam.encoder_process"],
+    helpers = subprocess.run(["pgrep", "-f", "-g", str(proc.pid), "mintdim_beam.build.encoder_process"],
                              capture_output=True, text=True).stdout.split()
     assert helpers, "the default run has helper encoder processes"
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the foreground group
@@ -294,9 +293,9 @@ def test_a_refused_claim_undoes_the_claims_it_already_took(tmp_path):
 
 
 def test_scratch_files_are_per_run(tmp_path):
-    from mintdim_beam.config import resolve_datasets
-    from mintdim_beam.transforms.stage import block_path
-    from mintdim_beam.transforms.write import part_path
+    from mintdim_beam.build.transforms.stage import block_path
+    from mintdim_beam.build.transforms.write import part_path
+    from mintdim_beam.core.config import resolve_datasets
 
     data = tmp_path / "d.jsonl"
     data.write_text('{"q": "a"}\n')

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from mintdim_beam import errors
-
 from conftest import IN_MEMORY, MULTI_PROCESS, read_tree, run_build, sentence, write_jsonl
+from mintdim_beam.core import errors
 
 GOOD = [{"q": "hello world", "a": "the answer"}, {"q": "data tokens", "a": "units"}]
 

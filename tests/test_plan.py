@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mintdim_beam.errors import SourceParseError, UnitValidationError
-from mintdim_beam.plan_units import (min_padding, optimal_sizes, padding_report,
-                                     token_histograms)
-
 from conftest import IN_MEMORY, MULTI_PROCESS, run_build, sentence, write_jsonl
+from mintdim_beam.audit.plan import (min_padding, optimal_sizes, padding_report,
+                                     token_histograms)
+from mintdim_beam.core.errors import SourceParseError, UnitValidationError
 
 REPO = Path(__file__).resolve().parents[1]
 

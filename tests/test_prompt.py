@@ -5,9 +5,8 @@ import subprocess
 import sys
 import textwrap
 
-from mintdim_beam.verify import verify_output
-
 from conftest import write_jsonl
+from mintdim_beam.audit.verify import verify_output
 
 CHILD = textwrap.dedent("""
     import json, sys

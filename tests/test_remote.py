@@ -12,10 +12,9 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from mintdim_beam import errors
-from mintdim_beam.runner import launch
-
 from conftest import IN_MEMORY, MULTI_PROCESS, REPO, _free_port, reference_manifest
+from mintdim_beam.build.launch import launch
+from mintdim_beam.core import errors
 
 GOLDEN = REPO / "tests/golden"
 CASE = "shared_three_files_duplicates"
@@ -208,9 +207,9 @@ def test_a_bucket_output_is_claimed_by_one_build(store, request):
     on S3 two claims at the same instant are settled by the store's If-None-Match
     precondition (the GCS emulator ignores ifGenerationMatch, which gcsfs sends and real
     GCS enforces, so only claims one after the other are tested there)."""
-    from mintdim_beam.ownership import Claim, release
-
     from test_ownership import _race
+
+    from mintdim_beam.core.ownership import Claim, release
 
     root, fs = request.getfixturevalue(store)
     out = f"{root}/claimed-{store}"

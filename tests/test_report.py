@@ -12,9 +12,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from mintdim_beam.report import write_report
-
 from conftest import IN_MEMORY, REPO, copy_to_memory_fs, run_build, sentence, write_jsonl
+from mintdim_beam.audit.report import write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("samples_per_unit", "token_counts", "padding_per_unit", "unk_per_field")

@@ -8,11 +8,10 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from mintdim_beam import storage
-from mintdim_beam.errors import OutputWriteError
-from mintdim_beam.failures import WorkerFailure, recover
-
 from conftest import GOLDEN, IN_MEMORY, content_tree, run_build
+from mintdim_beam.core import storage
+from mintdim_beam.core.errors import OutputWriteError
+from mintdim_beam.core.failures import WorkerFailure, recover
 
 # Overflow samples whose records are built after the global step, among staged ones of
 # the same batch and unit, across shard boundaries; and a case with many tiny shards.

@@ -1,8 +1,8 @@
 """Template compilation: segments, placeholders, literal braces, mismatches."""
 import pytest
 
-from mintdim_beam.errors import TemplateFieldMismatchError
-from mintdim_beam.template import compile_template, json_type_name, render_value
+from mintdim_beam.core.errors import TemplateFieldMismatchError
+from mintdim_beam.core.template import compile_template, json_type_name, render_value
 
 
 def test_segments_in_order_with_literals_named_token_template():

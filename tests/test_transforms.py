@@ -7,12 +7,12 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from mintdim_beam.config import Dataset, InputFile
-from mintdim_beam.source import plan_ranges
-from mintdim_beam.template import compile_template
-from mintdim_beam.transforms.read import COUNTS, ReadJSONL
-from mintdim_beam.transforms.render import ERRORS, Render
-from mintdim_beam.transforms.stats import BuildStats
+from mintdim_beam.build.transforms.read import COUNTS, ReadJSONL
+from mintdim_beam.build.transforms.render import ERRORS, Render
+from mintdim_beam.build.transforms.stats import BuildStats
+from mintdim_beam.core.config import Dataset, InputFile
+from mintdim_beam.core.source import plan_ranges
+from mintdim_beam.core.template import compile_template
 
 OPTIONS = ["--runner=FnApiRunner"]
 
@@ -105,7 +105,7 @@ def test_build_stats_combines_partials_per_dataset():
 def test_hash_buckets_take_the_first_48_bits_of_each_digest():
     import random
 
-    from mintdim_beam.transforms.assign import hash_buckets
+    from mintdim_beam.build.transforms.assign import hash_buckets
 
     rng = random.Random(3)
     digests = [hashlib.sha256(str(rng.random()).encode()).hexdigest() for _ in range(500)]
@@ -119,7 +119,7 @@ def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
 
     import numpy as np
 
-    from mintdim_beam.transforms.duplicates import _group_rows
+    from mintdim_beam.build.transforms.duplicates import _group_rows
 
     rng = random.Random(5)
     pool = [hashlib.sha256(bytes([i])).hexdigest() for i in range(40)]
@@ -156,7 +156,7 @@ def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
 def test_packed_side_input_round_trips_and_pickles_as_one_blob():
     import pickle
 
-    from mintdim_beam.packed import Packed
+    from mintdim_beam.build.packed import Packed
 
     value = {0: {("k", i): [i, str(i)] for i in range(1000)}}
     packed = pickle.loads(pickle.dumps(Packed(value)))
@@ -168,7 +168,7 @@ def test_packed_side_input_round_trips_and_pickles_as_one_blob():
 def test_gather_index_concatenates_ranges():
     import numpy as np
 
-    from mintdim_beam.transforms.stage import gather_index
+    from mintdim_beam.build.transforms.stage import gather_index
 
     starts, counts = np.array([5, 0, 9, 2]), np.array([3, 2, 0, 1])
     assert gather_index(starts, counts).tolist() == [5, 6, 7, 0, 1, 2]
@@ -178,7 +178,7 @@ def test_gather_index_concatenates_ranges():
 @pytest.mark.parametrize("runner", ["FnApiRunner", "BundleBasedDirectRunner"])
 def test_apply_to_all_sees_exactly_one_output_of_a_multi_output_pardo(runner):
     """The BundleBasedDirectRunner once handed ApplyToAll every output's elements."""
-    from mintdim_beam.transforms.gather import ApplyToAll
+    from mintdim_beam.build.transforms.gather import ApplyToAll
 
     def split(x):
         yield beam.pvalue.TaggedOutput("side", ("s", x))

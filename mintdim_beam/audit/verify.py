@@ -1,0 +1,534 @@
+"""`mintdim-beam verify OUT`: check a finished unit-build from its own files.
+
+Nothing but OUT is read (the inputs the manifest records are only looked up, to say
+whether each is still what the build read): manifest.json and length_field.json give the
+layout, the shards are scanned with numpy (memory-mapped when local, read in
+record-aligned chunks through fsspec otherwise), and the four index files are streamed
+line by line and joined on `sample_id` (every one of them is ascending). What is kept in
+memory is per-unit arrays of token counts (one int per record) plus what
+duplicate_index.jsonl and the UNK positions hold.
+
+Exit 0 and a one-line summary when the build is clean; exit 1 and the first problems
+(file, record or line, what) otherwise.
+
+This module is the public API and the orchestration: the result types, the problem
+collector, listing and reading OUT, the manifest / length_field / layout / summaries
+checks and the inputs report. The index files are checked by
+`mintdim_beam.audit.index_check`, the shards by `mintdim_beam.audit.shard_check`; both
+are mixins of the one verifier here, sharing its state as attributes they declare.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+import fsspec
+
+from mintdim_beam.audit.index_check import INDEX_FILES, IndexChecks, is_int
+from mintdim_beam.audit.shard_check import ShardChecks
+from mintdim_beam.core import format as fmt
+from mintdim_beam.core import storage
+from mintdim_beam.core.errors import TokenDTypeCapacityError
+from mintdim_beam.core.input_files import recorded_status
+from mintdim_beam.core.ownership import MARKER
+from mintdim_beam.core.prepare import DTYPES, select_dtype
+from mintdim_beam.core.template import LITERAL_NAME
+
+SUMMARY_FILES = (fmt.MANIFEST, fmt.LENGTH_FIELD, fmt.HISTOGRAM, fmt.STATS)
+REPORT_DIR = "report"  # written by `mintdim-beam report`; allowed, not checked
+MAGICS = {name: magic for name, magic, _ in DTYPES}
+BYTES_PER_TOKEN = {name: width for name, _, width in DTYPES}
+
+STATS_KEYS = ["total_samples", "total_tokens", "token_dtype", "bytes_per_token",
+              "duplicate_groups", "duplicate_samples", "samples_with_unk", "unk_tokens",
+              "unit_distribution"]
+LENGTH_FIELD_KEYS = ["magic", "sequence_template", "length_fields", "token_dtype",
+                     "pad_token_id"]
+MANIFEST_KEYS = ["pipeline", "mintdim_version", "tokenizer", "token_storage",
+                 "sequence_template", "length_field_metadata", "units", "source", "output"]
+
+_SHARD = re.compile(r"shard_(\d{6,})\.bin")  # at least 6 digits, as `fmt.shard_name` writes
+_UNIT = re.compile(r"unit_(\d+)")
+
+
+@dataclass
+class Problem:
+    file: str              # relative to OUT ("" for OUT itself)
+    record: int | None     # record index inside a shard, 1-based line of a .jsonl, or None
+    what: str
+
+    def where(self) -> str:
+        if self.record is None:
+            return self.file or "."
+        unit = "line" if self.file.endswith(".jsonl") else "record"
+        return f"{self.file} ({unit} {self.record})"
+
+    def __str__(self) -> str:
+        return f"{self.where()}: {self.what}"
+
+
+@dataclass
+class VerifyResult:
+    out: str
+    problems: list[Problem] = field(default_factory=list)
+    # problems found, each repeated kind once (its entry says how many more like it);
+    # `problems` holds the first max_problems
+    problem_count: int = 0
+    records: int = 0         # records in the shards
+    shards: int = 0
+    units: int = 0           # unit directories (manifest units.sizes)
+    units_with_records: int = 0
+    samples: int = 0         # sample_index rows
+    tokens: int = 0          # sum of sample_index token_count
+    bytes: int = 0           # shard bytes scanned
+    seconds: float = 0.0
+    # (file as given, status) per input the manifest records (`inputs`, ours; absent in
+    # a mintdim 0.2.1 build): informational, a later change does not fail the build
+    inputs: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.problem_count == 0
+
+    def summary(self) -> str:
+        if self.ok:
+            return (f"verify {self.out}: OK, {self.records} records, {self.shards} shards, "
+                    f"{self.units} units ({self.units_with_records} with records), "
+                    f"{self.tokens} tokens, {fmt.format_mib(self.bytes)}, "
+                    f"{self.seconds:.2f} s")
+        shown = len(self.problems)
+        more = f", first {shown} shown" if shown < self.problem_count else ""
+        return (f"verify {self.out}: FAILED, {self.problem_count} problem"
+                f"{'s' if self.problem_count != 1 else ''}{more} ({self.seconds:.2f} s)")
+
+
+class _Problems:
+    """Keeps the first `limit` problems. A repeated kind of problem (same key) is folded
+    into its first occurrence as a count, so one corrupt unit cannot flood the list."""
+
+    def __init__(self, limit: int):
+        self.limit = max(0, limit)
+        self.kept: list[Problem] = []
+        self.total = 0
+        self._first: dict = {}
+        self._more: dict = {}
+
+    def add(self, file: str, record, what: str, key=None, count: int = 1) -> None:
+        if key is not None and key in self._first:
+            self._more[key] += count
+            return
+        problem = Problem(file, None if record is None else int(record), what)
+        self.total += 1
+        if key is not None:
+            self._first[key] = problem
+            self._more[key] = count - 1
+        if len(self.kept) < self.limit:
+            self.kept.append(problem)
+
+    def finish(self) -> list[Problem]:
+        for key, more in self._more.items():
+            if more:
+                self._first[key].what += f" (and {more} more like it)"
+        return self.kept
+
+
+def _canonical_doc(text: str, obj) -> bool:
+    return text == fmt.json_document(obj)
+
+
+class _Verifier(IndexChecks, ShardChecks):
+    """One check of one OUT. The listing and the manifest set the state every check
+    reads (fs, root, local, files, dirs; vocab, unk_id, pad_id, dtype, bpt, magic,
+    template, n, sizes, S, source_files, field_segments), `_layout` the shards found
+    (shard_files, shard_set); IndexChecks and ShardChecks declare what they read and
+    what they set for the checks after them."""
+
+    def __init__(self, out: str, max_problems: int):
+        self.out = out
+        self.p = _Problems(max_problems)
+        self.result = VerifyResult(out=out)
+
+    # ---------------------------------------------------------------- listing, I/O
+    def _list(self) -> bool:
+        self.fs, self.root = fsspec.core.url_to_fs(storage.resolve(self.out))
+        self.root = self.root.rstrip("/") or "/"
+        protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
+        self.local = "file" in protocols or "local" in protocols
+        self.fs.invalidate_cache(self.root)
+        if not self.fs.exists(self.root) or not self.fs.isdir(self.root):
+            self.p.add("", None, f"output directory {self.out} does not exist")
+            return False
+        self.files: dict[str, int] = {}
+        self.dirs: set[str] = set()
+        prefix = self.root.rstrip("/") + "/"
+        for path, info in self.fs.find(self.root, withdirs=True, detail=True).items():
+            path = path.rstrip("/")
+            if not path.startswith(prefix):
+                continue
+            rel = path[len(prefix):]
+            if info.get("type") == "directory":
+                self.dirs.add(rel)
+            else:
+                self.files[rel] = int(info.get("size") or 0)
+        for rel in list(self.files):  # object stores: directories are implied
+            parts = rel.split("/")
+            for i in range(1, len(parts)):
+                self.dirs.add("/".join(parts[:i]))
+        return True
+
+    def _path(self, rel: str) -> str:
+        return self.root.rstrip("/") + "/" + rel
+
+    def _read_text(self, rel: str):
+        try:
+            with self.fs.open(self._path(rel), "rb") as handle:
+                return handle.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.p.add(rel, None, f"not valid UTF-8 ({exc.reason} at byte {exc.start})")
+        except OSError as exc:
+            self.p.add(rel, None, f"cannot be read: {exc}")
+        return None
+
+    def _doc(self, rel: str):
+        """A whole-file JSON document, parsed; None (and a problem) when unusable."""
+        if rel not in self.files:
+            return None
+        text = self._read_text(rel)
+        if text is None:
+            return None
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            self.p.add(rel, None, f"not valid JSON: {exc}")
+            return None
+        if not isinstance(obj, dict):
+            self.p.add(rel, None, f"not a JSON object but {type(obj).__name__}")
+            return None
+        if not _canonical_doc(text, obj):
+            self.p.add(rel, None, "not written in the canonical form (json.dump with "
+                       "ensure_ascii=False, indent=2, no trailing newline)")
+        return obj
+
+    # ---------------------------------------------------------------- the checks
+    def run(self) -> VerifyResult:
+        start = time.perf_counter()
+        try:
+            if self._list() and self._manifest():
+                self._layout()
+                self._indices()
+                self._shards()
+                self._join_rows_and_records()
+                self._summaries()
+        finally:
+            r = self.result
+            r.problems = self.p.finish()
+            r.problem_count = self.p.total
+            r.seconds = time.perf_counter() - start
+        return self.result
+
+    def _inputs(self, inputs) -> None:
+        """Which inputs the build came from, and whether each is still the same."""
+        if inputs is None:
+            return
+        if not isinstance(inputs, list):
+            self.p.add(fmt.MANIFEST, None, f"inputs {inputs!r} is not a list")
+            return
+        for entry in inputs:
+            name = entry.get("file") if isinstance(entry, dict) else None
+            self.result.inputs.append((name if isinstance(name, str) else repr(entry),
+                                       recorded_status(entry)))
+
+    def _manifest(self) -> bool:
+        if fmt.MANIFEST not in self.files:
+            failed = sorted(rel for rel in self.files
+                            if rel.split("/")[-1] == fmt.FAILED_UNIT)
+            what = "manifest.json is missing: the build did not complete"
+            if failed:
+                reason = self._failure_reason(failed[0])
+                what += (f"; it failed ({fmt.FAILED_UNIT} in "
+                         f"{', '.join(f.rsplit('/', 1)[0] for f in failed)})"
+                         + (f": {reason}" if reason else ""))
+            self.p.add(fmt.MANIFEST, None, what)
+            return False
+        m = self._doc(fmt.MANIFEST)
+        if m is None:
+            return False
+        head = list(m)[:len(MANIFEST_KEYS)]
+        if head != MANIFEST_KEYS:
+            self.p.add(fmt.MANIFEST, None, f"keys start {head}, expected {MANIFEST_KEYS}")
+        self._inputs(m.get("inputs"))
+
+        def get(*path):
+            obj = m
+            for name in path:
+                if not isinstance(obj, dict) or name not in obj:
+                    self.p.add(fmt.MANIFEST, None, f"{'.'.join(path)} is missing")
+                    return None
+                obj = obj[name]
+            return obj
+
+        if m.get("pipeline") != "unit-build":
+            self.p.add(fmt.MANIFEST, None, f"pipeline is {m.get('pipeline')!r}, not 'unit-build'")
+        if m.get("length_field_metadata", fmt.LENGTH_FIELD) != fmt.LENGTH_FIELD:
+            self.p.add(fmt.MANIFEST, None, f"length_field_metadata is "
+                       f"{m.get('length_field_metadata')!r}, not {fmt.LENGTH_FIELD!r}")
+        vocab, unk, pad = get("tokenizer", "vocab_size"), get("tokenizer", "unk_id"), get("tokenizer", "pad_id")
+        dtype, bpt, magic = (get("token_storage", "dtype"), get("token_storage", "bytes_per_token"),
+                             get("token_storage", "magic"))
+        template, sizes = get("sequence_template"), get("units", "sizes")
+        per_shard = get("output", "samples_per_shard")
+        files = get("source", "files")
+        usable = True
+        if dtype not in fmt.NP_DTYPES or dtype not in MAGICS:
+            self.p.add(fmt.MANIFEST, None, f"token_storage.dtype {dtype!r} is not uint16 or uint32")
+            usable = False
+        else:
+            if magic != MAGICS[dtype]:
+                self.p.add(fmt.MANIFEST, None, f"token_storage.magic {magic!r} is not {MAGICS[dtype]} "
+                           f"for {dtype}")
+            if bpt != BYTES_PER_TOKEN[dtype]:
+                self.p.add(fmt.MANIFEST, None, f"token_storage.bytes_per_token {bpt!r} is not "
+                           f"{BYTES_PER_TOKEN[dtype]} for {dtype}")
+        if not is_int(vocab) or vocab <= 0:
+            self.p.add(fmt.MANIFEST, None, f"tokenizer.vocab_size {vocab!r} is not a positive int")
+            usable = False
+        elif dtype in MAGICS:
+            try:
+                want = select_dtype(vocab)[0]
+            except TokenDTypeCapacityError:
+                want = None
+            if want != dtype:
+                self.p.add(fmt.MANIFEST, None, f"vocab_size {vocab} needs token dtype {want}, "
+                           f"manifest says {dtype}")
+        for name, value in (("unk_id", unk), ("pad_id", pad)):
+            if not is_int(value) or value < 0 or (is_int(vocab) and value >= vocab):
+                self.p.add(fmt.MANIFEST, None, f"tokenizer.{name} {value!r} is not an id in "
+                           f"[0, vocab_size)")
+                usable = False
+        if (not isinstance(template, list) or not template
+                or not all(isinstance(s, str) for s in template)):
+            self.p.add(fmt.MANIFEST, None, f"sequence_template {template!r} is not a non-empty "
+                       "list of segment names")
+            usable = False
+        if (not isinstance(sizes, list) or not sizes or not all(is_int(s) and s > 0 for s in sizes)
+                or any(a >= b for a, b in zip(sizes, sizes[1:]))):
+            self.p.add(fmt.MANIFEST, None, f"units.sizes {sizes!r} are not positive ints in "
+                       "strictly ascending order")
+            usable = False
+        if not is_int(per_shard) or per_shard <= 0:
+            self.p.add(fmt.MANIFEST, None, f"output.samples_per_shard {per_shard!r} is not a "
+                       "positive int")
+            usable = False
+        if not isinstance(files, list):
+            files = []
+        if not usable:
+            return False
+        self.vocab, self.unk_id, self.pad_id = vocab, unk, pad
+        self.dtype_name, self.dtype = dtype, fmt.NP_DTYPES[dtype]
+        self.bpt, self.magic = BYTES_PER_TOKEN[dtype], MAGICS[dtype]
+        self.template, self.n = template, len(template)
+        self.sizes, self.S = list(sizes), per_shard
+        self.source_files = {f: i for i, f in enumerate(files) if isinstance(f, str)}
+        self.result.units = len(self.sizes)
+        self.field_segments = [s for s in template if s != LITERAL_NAME]
+        self._length_field()
+        return True
+
+    def _failure_reason(self, rel: str) -> str:
+        text = self._read_text(rel) or ""
+        _, _, tail = text.partition("Failure:")
+        for line in tail.splitlines():
+            if line.strip():
+                return line.strip()[:300]
+        return ""
+
+    def _length_field(self) -> None:
+        rel = fmt.LENGTH_FIELD
+        doc = self._doc(rel)
+        if doc is None:
+            return
+        if list(doc) != LENGTH_FIELD_KEYS:
+            self.p.add(rel, None, f"keys {list(doc)} are not {LENGTH_FIELD_KEYS}")
+        for key, want, name in (("magic", self.magic, "token_storage.magic"),
+                                ("sequence_template", self.template, "sequence_template"),
+                                ("token_dtype", self.dtype_name, "token_storage.dtype"),
+                                ("pad_token_id", self.pad_id, "tokenizer.pad_id")):
+            if doc.get(key) != want:
+                self.p.add(rel, None, f"{key} {doc.get(key)!r} disagrees with manifest.json "
+                           f"{name} {want!r}")
+        fields = doc.get("length_fields")
+        if not isinstance(fields, list) or len(fields) != self.n:
+            self.p.add(rel, None, f"length_fields must list the {self.n} segments of "
+                       "sequence_template")
+            return
+        self.field_segments = []
+        for i, entry in enumerate(fields):
+            if not isinstance(entry, dict):
+                self.p.add(rel, None, f"length_fields[{i}] is not an object")
+                continue
+            if entry.get("index") != i or entry.get("name") != self.template[i]:
+                self.p.add(rel, None, f"length_fields[{i}] is {entry.get('index')!r}/"
+                           f"{entry.get('name')!r}, not {i}/{self.template[i]!r}")
+            kind = entry.get("kind")
+            if kind == "field":
+                self.field_segments.append(entry.get("name"))
+                if entry.get("content") is not None or entry.get("field") != entry.get("name"):
+                    self.p.add(rel, None, f"length_fields[{i}] is a field segment: content must "
+                               "be null and field its name")
+            elif kind == "literal":
+                if not isinstance(entry.get("content"), str) or "field" in entry:
+                    self.p.add(rel, None, f"length_fields[{i}] is a literal segment: content "
+                               "must be its text, with no field key")
+            else:
+                self.p.add(rel, None, f"length_fields[{i}].kind {kind!r} is not field or literal")
+
+    def _layout(self) -> None:
+        """Which files exist: the fixed set, one directory per unit, nothing temporary."""
+        for name in SUMMARY_FILES + INDEX_FILES:
+            if name not in self.files:
+                self.p.add(name, None, "missing" + (" (an empty index file must still exist)"
+                                                    if name.endswith(".jsonl") else ""))
+        tmp_top = storage.TMP_DIR_NAME
+        if tmp_top in self.dirs or any(f.startswith(tmp_top + "/") for f in self.files):
+            inside = sorted(f for f in self.files if f.startswith(tmp_top + "/"))
+            self.p.add(tmp_top, None, f"temporary directory left behind by an unfinished or "
+                       f"failed write ({len(inside)} file{'s' if len(inside) != 1 else ''} inside"
+                       + (f", e.g. {inside[0]})" if inside else ")"))
+        unit_of = {fmt.unit_dir(s): s for s in self.sizes}
+        self.shard_files: dict[int, dict[int, str]] = {s: {} for s in self.sizes}
+        empty_notice = set()
+        reported_tops = set()
+        for rel in sorted(self.files):
+            parts = rel.split("/")
+            top = parts[0]
+            if top == tmp_top:
+                continue
+            if parts[-1].endswith(".tmp"):
+                self.p.add(rel, None, "temporary file (*.tmp) left behind by an unfinished or "
+                           "failed write", key=("tmp", "/".join(parts[:-1])))
+                continue
+            if top == REPORT_DIR and len(parts) > 1:
+                continue
+            if len(parts) == 1:
+                if top == MARKER:
+                    self.p.add(rel, None, "ownership marker of a build that did not end: "
+                               "the build is incomplete (see mintdim-beam clean)")
+                elif top not in SUMMARY_FILES + INDEX_FILES:
+                    self.p.add(rel, None, "unexpected file in the output directory")
+                continue
+            if top in unit_of:
+                size = unit_of[top]
+                match = _SHARD.fullmatch(parts[1]) if len(parts) == 2 else None
+                number = int(match.group(1)) if match else None
+                if match and fmt.shard_name(size, number) == rel:
+                    self.shard_files[size][number] = rel
+                elif len(parts) == 2 and parts[1] == fmt.EMPTY_UNIT:
+                    empty_notice.add(size)
+                elif len(parts) == 2 and parts[1] == fmt.FAILED_UNIT:
+                    self.p.add(rel, None, "failure notice in a build that has manifest.json")
+                else:
+                    self.p.add(rel, None, f"unexpected file in {top}/")
+                continue
+            reported_tops.add(top)
+        # Directories with files (above) or empty ones, each reported once.
+        reported_tops |= {rel for rel in self.dirs if "/" not in rel and rel not in unit_of
+                          and rel not in (tmp_top, REPORT_DIR)}
+        for top in sorted(reported_tops):
+            self.p.add(top, None, (f"unit directory not listed in manifest.json units.sizes "
+                                   f"{self.sizes}" if _UNIT.fullmatch(top) else
+                                   "unexpected directory in the output directory"))
+        for size in self.sizes:
+            udir = fmt.unit_dir(size)
+            shards = self.shard_files[size]
+            if udir not in self.dirs:
+                self.p.add(udir, None, "unit directory is missing (every unit in "
+                           "manifest.json units.sizes gets one)")
+                continue
+            if not shards and size not in empty_notice:
+                self.p.add(udir, None, f"unit has no shard and no {fmt.EMPTY_UNIT}")
+            if shards and size in empty_notice:
+                self.p.add(f"{udir}/{fmt.EMPTY_UNIT}", None, "unit has shards but also an "
+                           "empty-unit notice")
+            if shards:
+                count = max(shards) + 1
+                for k in range(count):
+                    if k not in shards:
+                        self.p.add(fmt.shard_name(size, k), None,
+                                   f"missing shard: shard files must be numbered 0..{count - 1} "
+                                   "without gaps", key=("gap", size))
+        self.result.shards = sum(len(v) for v in self.shard_files.values())
+        self.shard_set = {rel for v in self.shard_files.values() for rel in v.values()}
+
+    # ---------------------------------------------------------------- summaries
+    def _summaries(self) -> None:
+        distribution = {str(u): self.records[u] for u in self.sizes if self.records[u]}
+        histogram = self._doc(fmt.HISTOGRAM)
+        if histogram is not None:
+            self._unit_counts(fmt.HISTOGRAM, "", histogram, distribution)
+        stats = self._doc(fmt.STATS)
+        if stats is None:
+            return
+        if list(stats) != STATS_KEYS:
+            self.p.add(fmt.STATS, None, f"keys {list(stats)} are not {STATS_KEYS}")
+        want = {
+            "total_samples": (self.result.samples, "sample_index.jsonl rows"),
+            "total_tokens": (self.result.tokens, "the sum of sample_index.jsonl token_count"),
+            "token_dtype": (self.dtype_name, "manifest.json token_storage.dtype"),
+            "bytes_per_token": (self.bpt, "the token dtype's size"),
+            "duplicate_groups": (self.dup_groups, "duplicate_index.jsonl rows"),
+            "duplicate_samples": (self.dup_samples, "the members of duplicate_index.jsonl"),
+            "samples_with_unk": (self.samples_with_unk, "unk_index.jsonl rows"),
+            "unk_tokens": (self.unk_tokens, "the sum of unk_index.jsonl unk_count"),
+        }
+        for key, (value, source) in want.items():
+            if key not in stats:
+                self.p.add(fmt.STATS, None, f"{key} is missing")
+            elif stats[key] != value or type(stats[key]) is not type(value):
+                self.p.add(fmt.STATS, None, f"{key} is {stats[key]!r} but {source} gives {value!r}")
+        dist = stats.get("unit_distribution")
+        if isinstance(dist, dict):
+            self._unit_counts(fmt.STATS, "unit_distribution ", dist, distribution)
+        else:
+            self.p.add(fmt.STATS, None, f"unit_distribution {dist!r} is not an object")
+
+    def _unit_counts(self, rel, label, have: dict, want: dict) -> None:
+        """{size: records} in `rel` against the shards': values, int type, size order."""
+        if have != want:
+            for key in sorted(set(have) | set(want), key=lambda k: (len(k), k)):
+                if have.get(key) != want.get(key):
+                    self.p.add(rel, None, f"{label}{key!r}: {have.get(key)!r}, but the shards "
+                               f"hold {want.get(key, 0)} records per unit"
+                               + (" (a unit with no record has no entry)"
+                                  if key not in want else ""))
+        elif not all(is_int(v) for v in have.values()):
+            self.p.add(rel, None, f"{label}record counts {list(have.values())} are not all ints")
+        elif list(have) != list(want):
+            self.p.add(rel, None, f"{label}sizes are not in ascending order")
+
+
+
+def verify_output(out: str, max_problems: int = 50) -> VerifyResult:
+    """Check a finished build in `out` (local path or fsspec URL) from its own files."""
+    return _Verifier(out, max_problems).run()
+
+
+def verify_command(args) -> int:
+    """`mintdim-beam verify OUT [--max-problems N]`: 0 when clean, 1 otherwise."""
+    limit = getattr(args, "max_problems", None)
+    try:
+        result = verify_output(args.out, 50 if limit is None else limit)
+    except OSError as exc:
+        print(f"verify {args.out}: cannot read the output: {exc}")
+        return 1
+    print(result.summary())
+    for name, status in result.inputs:
+        print(f"  input {name}: {status}")
+    if result.ok:
+        return 0
+    for problem in result.problems:
+        print(f"  {problem}")
+    if result.problem_count > len(result.problems):
+        print(f"  ... and {result.problem_count - len(result.problems)} more (--max-problems)")
+    return 1

@@ -1,0 +1,307 @@
+"""AssignUnit: decide each sample's unit (overflow policy included), its rank within
+the unit and so its shard, without ever grouping a whole unit.
+
+Ranks come from per-(batch, unit) counts turned into prefix sums: a small side input.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import apache_beam as beam
+import numpy as np
+
+from mintdim_beam.build.packed import Packed
+from mintdim_beam.build.transforms.gather import ApplyToAll
+from mintdim_beam.build.transforms.stage import (BlockRange, block_path, block_sections,
+                                                 unit_records)
+from mintdim_beam.build.units import (Candidate, assign_declared, decide_overflows,
+                                      truncated_lengths)
+from mintdim_beam.core import format as fmt
+from mintdim_beam.core.failures import PendingError
+from mintdim_beam.core.source import long_line_reason
+
+HASHES = "hashes"
+INDEX_PARTS = "index_parts"
+STATS = "stats"
+
+
+def hash_buckets(digests: list[str], buckets: int) -> np.ndarray:
+    """Bucket of each hex digest: its first 48 bits modulo `buckets`."""
+    prefixes = np.frombuffer(bytes.fromhex("".join(["0000" + d[:12] for d in digests])),
+                             dtype=">u8")
+    return (prefixes % np.uint64(buckets)).astype(np.int64)
+
+
+def declared_units(plans, element):
+    """(dataset, chunk) -> Counter of declared units, for samples that fit them."""
+    chunk_key, batch = element
+    plan = plans[chunk_key[0]]
+    units = assign_declared(plan.dataset.sizes, batch["lengths"].sum(axis=1))
+    counts = Counter(units[units > 0].tolist())
+    return chunk_key, counts
+
+
+def overflow_candidates(plans, element):
+    """Samples longer than the largest declared size: the only order-dependent ones.
+    One element per batch that has any: (chunk key, int64 rows of (j, local sample,
+    local line, token count)). One array, not a tuple per sample: the decision reads
+    them as a side input, which Beam weighs object by object (0.05 s of the step for
+    5,000 candidates as tuples)."""
+    chunk_key, batch = element
+    plan = plans[chunk_key[0]]
+    totals = batch["lengths"].sum(axis=1)
+    js = np.nonzero(totals > plan.dataset.sizes[-1])[0]
+    if len(js):
+        yield chunk_key, np.stack([js, batch["samples"][js], batch["lines"][js], totals[js]],
+                                  axis=1).astype(np.int64)
+
+
+def number_candidates(candidates, datasets, numbering) -> dict:
+    """Per-batch raw candidates -> {dataset: [Candidate]} with sample ids and lines."""
+    by_ds: dict = {}
+    for chunk_key, entries in candidates:
+        ds, file_pos, range_no, _ = chunk_key
+        line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
+        source_file = datasets[ds].files[file_pos].given
+        by_ds.setdefault(ds, []).extend(
+            Candidate(order=chunk_key + (j, local_line), sample_id=sample_offset + local_sample,
+                      token_count=token_count, source_file=source_file,
+                      source_line=line_offset + local_line + 1)
+            for j, local_sample, local_line, token_count in entries.tolist())
+    return by_ds
+
+
+def number_long_lines(long_lines, datasets, numbering) -> dict:
+    """Lines over --max_line_bytes (`LongLinePending`) -> {dataset: [Candidate]}. Their
+    order has batch and j -1: they are in no tokenized batch, so AssignFn never looks
+    them up, and the decision sorts by sample_id."""
+    by_ds: dict = {}
+    for pending in long_lines:
+        line_offset, sample_offset = numbering[pending.order[:3]]
+        by_ds.setdefault(pending.dataset, []).append(Candidate(
+            order=pending.order[:3] + (-1, -1, pending.local_line),
+            sample_id=sample_offset + pending.local_sample, token_count=None,
+            source_file=datasets[pending.dataset].files[pending.file_pos].given,
+            source_line=line_offset + pending.local_line + 1, line_bytes=pending.line_bytes))
+    return by_ds
+
+
+def _decide(candidates, plans, datasets, numbering, choosers, long_lines=()) -> Packed:
+    """Per dataset: the OverflowPlan (outcomes, final sizes, rows, abort), packed."""
+    by_ds = number_candidates(candidates, datasets, numbering)
+    for ds, cands in number_long_lines(long_lines, datasets, numbering).items():
+        by_ds.setdefault(ds, []).extend(cands)
+    return Packed({ds: decide_overflows(plans[ds].dataset.sizes, by_ds.get(ds, []), choosers[ds],
+                                        capacity=plans[ds].magic)
+                   for ds in plans})
+
+
+def _abort_error(overflow_plan, plan, max_line_bytes) -> tuple[str, dict, str]:
+    """(error class, kwargs, locator) of the candidate the decision stopped at."""
+    cand = overflow_plan.abort
+    if overflow_plan.abort_reason == "long_line":
+        return "SourceParseError", {"reason": long_line_reason(cand.line_bytes, max_line_bytes)}, \
+            "file_line"
+    if overflow_plan.abort_reason == "capacity":
+        return "TokenDTypeCapacityError", {
+            "dtype": plan.token_dtype, "max_value": plan.magic, "token_count": cand.token_count,
+            "vocab_size": plan.vocab_size}, "sample"
+    return "UnitOverflowError", {"token_count": cand.token_count,
+                                 "max_unit_size": overflow_plan.sizes[-1]}, "sample"
+
+
+def abort_errors(packed_plans: Packed, plans: dict, max_line_bytes: int | None = None):
+    for ds, overflow_plan in packed_plans.unpack().items():
+        if overflow_plan.abort is not None:
+            _, file_pos, range_no, _, _, local_line = overflow_plan.abort.order
+            yield PendingError(ds, file_pos, range_no, local_line,
+                               *_abort_error(overflow_plan, plans[ds], max_line_bytes))
+
+
+def _unit_offsets(counts, packed_plans: Packed):
+    """(dataset, chunk) -> {unit: number of earlier samples in that unit}."""
+    per_chunk: dict = {}
+    for chunk_key, counter in counts:
+        per_chunk.setdefault(chunk_key, Counter()).update(counter)
+    for ds, plan in packed_plans.unpack().items():
+        for order, outcome in plan.outcomes.items():
+            if outcome.unit is not None:
+                per_chunk.setdefault(order[:4], Counter())[outcome.unit] += 1
+    offsets, running = {}, {}
+    for chunk_key in sorted(per_chunk):
+        ds = chunk_key[0]
+        totals = running.setdefault(ds, Counter())
+        offsets[chunk_key] = dict(totals)
+        totals.update(per_chunk[chunk_key])
+    return offsets
+
+
+class AssignFn(beam.DoFn):
+    def __init__(self, plans: dict):
+        self._plans = plans
+
+    def process(self, element, packed_plans, offsets, numbering):
+        chunk_key, batch = element
+        ds, file_pos, range_no, _ = chunk_key
+        plan = self._plans[ds]
+        dataset = plan.dataset
+        file_json = fmt.json_string(dataset.files[file_pos].given)
+        line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
+        lengths, tokens = batch["lengths"].copy(), batch["tokens"]  # inputs are shared: copy
+        totals = lengths.sum(axis=1)
+        declared = assign_declared(dataset.sizes, totals)
+        units = declared.copy()
+        # Staged batches (StageRecords) carry the tokens of the overflow samples only:
+        # the others' records are in the batch's block already.
+        staged = batch.get("staged", False)
+        inline = declared == 0 if staged else np.ones(len(units), dtype=bool)
+        inline_totals = np.where(inline, totals, 0)
+        starts = np.cumsum(inline_totals) - inline_totals  # where each one's tokens start
+        keep = totals.copy()
+        outcomes = packed_plans.unpack()[ds].outcomes
+        truncated = []
+        for j in np.nonzero(units == 0)[0].tolist():
+            outcome = outcomes.get(chunk_key + (j, int(batch["lines"][j])))
+            if outcome is None or outcome.unit is None:
+                continue  # skipped (or after an abort): no record, no rows, not counted
+            units[j] = outcome.unit
+            if outcome.action == "truncate":
+                keep[j] = outcome.unit
+                truncated.append(j)
+        if truncated:
+            lengths[truncated] = truncated_lengths(lengths[truncated], keep[truncated])
+
+        # Rank within the unit = earlier batches' count (prefix sum) + order in this batch.
+        written = np.nonzero(units > 0)[0]
+        chunk_offsets = offsets.get(chunk_key, {})
+        ranks = np.zeros(len(units), dtype=np.int64)
+        members_by_unit = {}
+        for unit in np.unique(units[written]).tolist():
+            members = np.nonzero(units == unit)[0]
+            members_by_unit[unit] = members
+            ranks[members] = chunk_offsets.get(unit, 0) + np.arange(len(members))
+        shards = ranks // dataset.samples_per_shard
+
+        idx = written.tolist()
+        sample_id_arr = sample_offset + batch["samples"]
+        line_arr = line_offset + 1 + batch["lines"]
+        sample_ids, lines = sample_id_arr.tolist(), line_arr.tolist()
+        unit_l, keep_l, shard_l = units.tolist(), keep.tolist(), shards.tolist()
+        digests, empty, unks = batch["digests"], batch["empty"], batch["unks"]
+        shard_name = fmt.shard_name
+        sample_rows = [fmt.sample_row(sample_ids[j], digests[j], keep_l[j], unit_l[j], file_json,
+                                      lines[j], shard_name(unit_l[j], shard_l[j]), empty.get(j))
+                       for j in idx]
+        unk_rows, unk_samples, unk_tokens = [], 0, 0
+        for j in sorted(unks):
+            if not unit_l[j]:
+                continue
+            positions, fields, chars = unks[j]
+            kept = [k for k, p in enumerate(positions) if p < keep_l[j]]  # after truncation
+            if kept:
+                unk_rows.append(fmt.unk_row(sample_ids[j], digests[j], file_json, lines[j],
+                                            [positions[k] for k in kept], [fields[k] for k in kept],
+                                            [chars[k] for k in kept]))
+                unk_samples += 1
+                unk_tokens += len(kept)
+        # Hash entries travel in buckets sized like a shard, not one element per sample:
+        # ((dataset, bucket), (digests, sample ids, file, lines)).
+        if idx:
+            buckets = -(-numbering.totals[ds] // dataset.samples_per_shard)
+            bucket_of = hash_buckets([digests[j] for j in idx], buckets)
+            order = np.argsort(bucket_of, kind="stable")
+            sorted_buckets, by_bucket = bucket_of[order], written[order]
+            firsts = np.flatnonzero(np.diff(sorted_buckets, prepend=-1))
+            for first, part in zip(firsts.tolist(), np.split(by_bucket, firsts[1:])):
+                yield beam.pvalue.TaggedOutput(HASHES, (
+                    (ds, int(sorted_buckets[first])),
+                    ([digests[j] for j in part.tolist()], sample_id_arr[part], file_pos,
+                     line_arr[part])))
+
+        # Record pieces keyed by (unit, shard); a batch's samples of one shard are
+        # contiguous. A run of staged samples is a range of the block; the others'
+        # records are built here and travel as bytes (Beam's coder copies them as they
+        # are, the writer joins them).
+        if staged:
+            block = block_path(dataset, chunk_key)
+            sections = block_sections(plan, declared)
+        for unit, members in members_by_unit.items():
+            member_shards, member_ranks = shards[members], ranks[members]
+            from_block = ~inline[members]
+            bounds = np.flatnonzero(np.diff(member_shards) | np.diff(from_block)) + 1
+            width = fmt.record_bytes(unit, plan.n_segments, plan.bytes_per_token)
+            if from_block.any():  # each staged sample's place among its unit's in the block
+                block_index = np.cumsum(declared == unit) - 1
+            for part in np.split(np.arange(len(members)), bounds):
+                key = ds, unit, int(member_shards[part[0]])
+                rank, js = int(member_ranks[part[0]]), members[part]
+                if from_block[part[0]]:
+                    yield key, (rank, BlockRange(
+                        block, sections[unit] + int(block_index[js[0]]) * width, len(js) * width))
+                    continue
+                yield key, (rank, unit_records(plan, unit, tokens, starts[js], keep[js],
+                                               lengths[js]).tobytes())
+
+        if sample_rows:
+            yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))
+        if unk_rows:
+            yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("unk", chunk_key, "".join(unk_rows)))
+        if idx:
+            counts = np.unique(units[written], return_counts=True)
+            yield beam.pvalue.TaggedOutput(STATS, (ds, {
+                "total_samples": len(idx), "total_tokens": int(keep[written].sum()),
+                "samples_with_unk": unk_samples, "unk_tokens": unk_tokens,
+                "unit_distribution": dict(zip(counts[0].tolist(), counts[1].tolist()))}))
+
+
+class DecideOverflows(beam.PTransform):
+    """Tokenized batches -> one Packed {dataset: OverflowPlan}, decided in sample_id order."""
+
+    def __init__(self, plans, datasets, choosers):
+        super().__init__()
+        self._plans, self._datasets, self._choosers = plans, datasets, choosers
+
+    def expand(self, inputs):
+        """`inputs`: (tokenized, numbering, long lines): the lines over --max_line_bytes
+        are candidates too, skipped or stopped at in sample_id order."""
+        tokenized, numbering, long_lines = inputs
+        plans, datasets, choosers = self._plans, self._datasets, self._choosers
+        return (tokenized
+                | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
+                | "Decide" >> ApplyToAll(
+                    lambda cands, num, longs: _decide(cands, plans, datasets, num, choosers,
+                                                      longs),
+                    beam.pvalue.AsSingleton(numbering), beam.pvalue.AsList(long_lines)))
+
+
+class UnitOffsets(beam.PTransform):
+    """Per-(batch, unit) counts -> prefix sums: each batch's first rank per unit."""
+
+    def __init__(self, plans):
+        super().__init__()
+        self._plans = plans
+
+    def expand(self, tokenized_and_overflows):
+        tokenized, overflow_plans = tokenized_and_overflows
+        plans = self._plans
+        return (tokenized
+                | "CountDeclaredUnits" >> beam.Map(lambda e: declared_units(plans, e))
+                | "PrefixSums" >> ApplyToAll(_unit_offsets, beam.pvalue.AsSingleton(overflow_plans)))
+
+
+class AssignUnits(beam.PTransform):
+    """Tokenized batches -> keyed shard pieces, index row parts, hashes and stats."""
+
+    def __init__(self, plans, overflow_plans, offsets, numbering):
+        super().__init__()
+        self._plans = plans
+        self._sides = (overflow_plans, offsets, numbering)
+
+    def expand(self, tokenized):
+        overflow_plans, offsets, numbering = self._sides
+        out = tokenized | "Assign" >> beam.ParDo(
+            AssignFn(self._plans), beam.pvalue.AsSingleton(overflow_plans),
+            beam.pvalue.AsSingleton(offsets), beam.pvalue.AsSingleton(numbering),
+        ).with_outputs(HASHES, INDEX_PARTS, STATS, main="pieces")
+        return {"pieces": out.pieces, HASHES: out[HASHES], INDEX_PARTS: out[INDEX_PARTS],
+                STATS: out[STATS]}

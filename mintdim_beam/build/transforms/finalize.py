@@ -1,0 +1,115 @@
+"""Finalize, inside the pipeline (a templated launch does not wait for the job): join
+index parts in order, write summaries and unit notices, drop temporary files, and
+write manifest.json last, so its presence means the build completed.
+"""
+from __future__ import annotations
+
+import apache_beam as beam
+
+from mintdim_beam.build.transforms.gather import ApplyToAll
+from mintdim_beam.core import format as fmt
+from mintdim_beam.core import storage
+from mintdim_beam.core.failures import WorkerFailure, resolve
+from mintdim_beam.core.faults import BundleFaults
+from mintdim_beam.core.ownership import release
+from mintdim_beam.core.version import __version__
+
+_EMPTY_STATS = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
+                "unk_tokens": 0, "unit_distribution": {}}
+
+
+def first_error(pending_errors, numbering, datasets):
+    if not pending_errors:
+        return None
+    first = min(pending_errors, key=lambda e: e.order)
+    return resolve(first, numbering, datasets)
+
+
+class FirstError(beam.PTransform):
+    """Pending errors -> one payload (or None): the first in file and line order, with
+    its real line number. Shared by the build, the prompt's planning pass and `plan`."""
+
+    def __init__(self, datasets, numbering):
+        super().__init__()
+        self._datasets, self._numbering = datasets, numbering
+
+    def expand(self, pending):
+        datasets = self._datasets
+        return pending | "First" >> ApplyToAll(lambda errs, num: first_error(errs, num, datasets),
+                                               beam.pvalue.AsSingleton(self._numbering))
+
+
+class FinalizeFn(beam.DoFn):
+    def __init__(self, plans: dict, inputs: dict | None = None):
+        self._plans = plans
+        self._inputs = inputs or {}  # dataset -> the inputs' planned identities
+        self._faults = BundleFaults("finalize")
+
+    def start_bundle(self):
+        self._faults.start_bundle()
+
+    def process(self, ds, error, packed_plans, stats, index_parts, dup_parts, shards):
+        overflow_plans = packed_plans.unpack()
+        if error is not None:
+            raise WorkerFailure(error)
+        plan = self._plans[ds]
+        out = plan.dataset.output_path
+        sizes = overflow_plans[ds].sizes
+
+        def write(name, text):
+            storage.write_text_atomic(storage.join(out, name), text, out)
+
+        for kind, name in (("sample", fmt.SAMPLE_INDEX), ("unk", fmt.UNK_INDEX)):
+            parts = sorted((key, path) for k, key, path in index_parts
+                           if k == kind and key[0] == ds)
+            storage.concat_atomic(storage.join(out, name), [p for _, p in parts], out)
+        dups = sorted((part, path, groups, samples)
+                      for d, part, path, groups, samples in dup_parts if d == ds)
+        storage.concat_atomic(storage.join(out, fmt.DUPLICATE_INDEX), [d[1] for d in dups], out)
+        write(fmt.OVERFLOW_INDEX, "".join(fmt.jsonl_row(r) for r in overflow_plans[ds].overflow_rows))
+
+        summary = stats.get(ds, _EMPTY_STATS)
+        distribution = {int(k): v for k, v in summary["unit_distribution"].items()}
+        write(fmt.HISTOGRAM, fmt.histogram_doc(distribution))
+        write(fmt.STATS, fmt.stats_doc(summary, plan.token_dtype, plan.bytes_per_token,
+                                       sum(d[2] for d in dups), sum(d[3] for d in dups)))
+        write(fmt.LENGTH_FIELD, fmt.length_field_doc(plan))
+        for size in sizes:
+            storage.makedirs(storage.join(out, fmt.unit_dir(size)))
+            if not distribution.get(size):
+                write(f"{fmt.unit_dir(size)}/{fmt.EMPTY_UNIT}", fmt.empty_unit_notice(size))
+        ours = {"mintdim_beam_version": __version__}
+        if ds in self._inputs:
+            ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
+        manifest = fmt.manifest_doc(plan, sizes, ours)
+        storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out)
+        self._faults.check(ds)
+        # The parts go only after the manifest: a retried Finalize must find them again
+        # and rewrite the same bytes, whichever step its first attempt died in.
+        storage.remove_tree(storage.tmp_dir(out))
+        release(out)  # last: until now the directory was this run's alone
+        yield ds, out
+
+
+class Finalize(beam.PTransform):
+    """One finalize per dataset, after every shard and part exists (side inputs)."""
+
+    def __init__(self, plans, datasets, sides: dict, inputs: dict | None = None):
+        super().__init__()
+        self._plans, self._datasets, self._sides = plans, datasets, sides
+        self._inputs = inputs
+
+    def expand(self, pbegin):
+        s = self._sides
+        datasets = self._datasets
+        error = s["errors"] | "FirstError" >> FirstError(datasets, s["numbering"])
+        return (pbegin
+                | "Datasets" >> beam.Create(sorted(self._plans))
+                | "FinalizeDataset" >> beam.ParDo(
+                    FinalizeFn(self._plans, self._inputs),
+                    beam.pvalue.AsSingleton(error),
+                    beam.pvalue.AsSingleton(s["overflow_plans"]),
+                    beam.pvalue.AsDict(s["stats"]),
+                    beam.pvalue.AsList(s["index_parts"]),
+                    beam.pvalue.AsList(s["dup_parts"]),
+                    beam.pvalue.AsList(s["shards"])))

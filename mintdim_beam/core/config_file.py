@@ -1,0 +1,31 @@
+"""CONFIG files (YAML or JSON, local or remote) that mirror the Python API."""
+from __future__ import annotations
+
+import json
+
+from mintdim_beam.core import storage
+from mintdim_beam.core.errors import MintDimFileNotFoundError, PipelineValidationError
+
+KEYS = ("source", "tokenizer", "units", "output", "on_overflow", "on_template_unk")
+
+
+def load_config(path: str) -> dict:
+    resolved = storage.resolve(path)
+    if not storage.is_file(resolved):
+        raise MintDimFileNotFoundError(context="config", missing_file=path)
+    text = storage.read_bytes(resolved).decode("utf-8")
+    try:
+        if path.endswith(".json"):
+            doc = json.loads(text)
+        else:
+            import yaml
+
+            doc = yaml.safe_load(text)
+    except Exception as exc:
+        raise PipelineValidationError(missing=[f"a readable config in {path} ({exc})"]) from None
+    if not isinstance(doc, dict):
+        raise PipelineValidationError(missing=[f"a mapping at the top of {path}"])
+    unknown = sorted(set(doc) - set(KEYS))
+    if unknown:
+        raise PipelineValidationError(missing=[f"known keys only in {path}: unknown {', '.join(unknown)}"])
+    return doc

@@ -1,0 +1,111 @@
+"""Errors of ours, beyond the seed's, in the same two languages: inputs that changed or
+cannot be read, helper processes that died, writes that failed, interrupted builds and
+a refused `clean`."""
+from __future__ import annotations
+
+from mintdim_beam.core.errors.base import MintDimError
+
+
+class SourceChangedError(MintDimError):
+    """Raised when an input file is not the one the build planned: replaced, grown,
+    truncated or rewritten after planning (size, modification time, generation or ETag
+    differ), or it ended before a planned byte range did."""
+
+    def __init__(self, *, file: str, planned: str, found: str):
+        kw = {"file": str(file), "planned": str(planned), "found": str(found)}
+        self._set(
+            kw,
+            ["Input file changed while the build was running.", f"File: {kw['file']}",
+             f"Planned: {kw['planned']}", f"Found: {kw['found']}",
+             "Fix: do not modify inputs during a build; rerun it on the final files."],
+            ["File đầu vào đã thay đổi trong khi build đang chạy.", f"File: {kw['file']}",
+             f"Dự kiến: {kw['planned']}", f"Thực tế: {kw['found']}",
+             "Cách sửa: không sửa file đầu vào trong khi build; chạy lại trên file cuối cùng."],
+        )
+
+
+class SourceFormatError(MintDimError):
+    """Raised before any output when an input file is not JSONL text, gzip or zstd
+    (another compression, an archive, or zstd without the `zstandard` package)."""
+
+    def __init__(self, *, file: str, found: str, expected: str):
+        kw = {"file": str(file), "found": str(found), "expected": str(expected)}
+        self._set(
+            kw,
+            ["Input file is not in a format MintDim can read.", f"File: {kw['file']}",
+             f"Found: {kw['found']}", f"Expected: {kw['expected']}"],
+            ["File đầu vào không ở định dạng MintDim đọc được.", f"File: {kw['file']}",
+             f"Tìm thấy: {kw['found']}", f"Cần: {kw['expected']}"],
+        )
+
+
+class EncoderCrashError(MintDimError):
+    """Raised when a helper encoder process dies (killed for memory, crashed) while it
+    encodes a batch; names the batch's file and lines."""
+
+    def __init__(self, *, file: str, lines: str, reason: str):
+        kw = {"file": str(file), "lines": str(lines), "reason": str(reason)}
+        self._set(
+            kw,
+            ["A helper encoder process died while encoding a batch.", f"File: {kw['file']}",
+             f"Lines: {kw['lines']}", f"Reason: {kw['reason']}",
+             "Fix: look for very long lines there (see --max_line_bytes), or give the build "
+             "more memory."],
+            ["Một tiến trình encoder phụ đã dừng đột ngột khi encode một batch.",
+             f"File: {kw['file']}", f"Dòng: {kw['lines']}", f"Lý do: {kw['reason']}",
+             "Cách sửa: kiểm tra các dòng rất dài ở đó (xem --max_line_bytes), hoặc cấp thêm "
+             "bộ nhớ cho build."],
+        )
+
+
+class OutputWriteError(MintDimError):
+    """Raised when writing the output fails mid-build (disk full, permissions, quota);
+    the scratch files are removed first, then the failure notices written."""
+
+    def __init__(self, *, directory: str, reason: str):
+        kw = {"directory": str(directory), "reason": str(reason)}
+        self._set(
+            kw,
+            ["Writing the output failed.", f"Directory: {kw['directory']}",
+             f"Reason: {kw['reason']}",
+             "Fix: free space or fix permissions, run `mintdim-beam clean` on the directory, "
+             "then build again."],
+            ["Ghi output thất bại.", f"Thư mục: {kw['directory']}", f"Lý do: {kw['reason']}",
+             "Cách sửa: giải phóng dung lượng hoặc sửa quyền, chạy `mintdim-beam clean` trên "
+             "thư mục, rồi build lại."],
+        )
+
+
+class BuildInterruptedError(MintDimError):
+    """Raised when a build is stopped by SIGINT (Ctrl-C) or SIGTERM (timeout, Docker,
+    Kubernetes, Slurm); the command exits 130 or 143."""
+
+    def __init__(self, *, signal: str):
+        kw = {"signal": str(signal)}
+        self._set(
+            kw,
+            [f"Build interrupted by {kw['signal']}.",
+             "Scratch files were removed and each output holds UNIT_BUILD_FAILED.md; "
+             "run `mintdim-beam clean` on it before building again."],
+            [f"Build bị ngắt bởi {kw['signal']}.",
+             "File tạm đã được xoá và mỗi output có UNIT_BUILD_FAILED.md; chạy "
+             "`mintdim-beam clean` trên thư mục đó trước khi build lại."],
+        )
+
+
+class OutputCleanError(MintDimError):
+    """Raised by `mintdim-beam clean` when the directory is not an incomplete build of
+    ours (a complete build, a build that still runs, or files we did not write); nothing
+    is removed then."""
+
+    def __init__(self, *, directory: str, reason: str):
+        kw = {"directory": str(directory), "reason": str(reason)}
+        self._set(
+            kw,
+            ["Output directory was not cleaned.", f"Directory: {kw['directory']}",
+             f"Reason: {kw['reason']}",
+             "Rule: clean removes only an incomplete mintdim-beam build."],
+            ["Thư mục output không được dọn.", f"Thư mục: {kw['directory']}",
+             f"Lý do: {kw['reason']}",
+             "Quy tắc: clean chỉ xoá một lần build mintdim-beam chưa hoàn tất."],
+        )

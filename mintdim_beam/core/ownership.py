@@ -1,0 +1,341 @@
+"""One build per output directory: the ownership marker, what a directory holds, and
+`mintdim-beam clean`.
+
+Why: the "new or empty" check alone leaves a window in which two builds both see an
+empty directory and then write into each other's shards. A build therefore claims its
+directory by creating `_mintdim_build.json` exclusively (O_EXCL locally, a
+create-if-absent precondition on object stores: GCS `ifGenerationMatch=0`, S3
+`If-None-Match: *`), looks again, and only then writes. The marker names the run and
+stays until Finalize has written `manifest.json` and removed the scratch dir; a failed
+build marks it failed, a killed one leaves it as it was. So a later build (or `clean`)
+can always tell "another build holds this", "an incomplete build of ours is here" and
+"a complete build is here" apart.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+
+from mintdim_beam.core import format as fmt
+from mintdim_beam.core import storage
+from mintdim_beam.core.errors import OutputCleanError, OutputValidationError
+
+MARKER = "_mintdim_build.json"
+
+# Every name a build of ours writes at the top of its output directory.
+_TOP_FILES = {fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE_INDEX,
+              fmt.HISTOGRAM, fmt.STATS, fmt.LENGTH_FIELD, fmt.MANIFEST, MARKER}
+_UNIT_DIR = re.compile(r"^unit_\d+$")
+_UNIT_FILE = re.compile(r"^(shard_\d{6}\.bin|EMPTY_UNIT\.md|UNIT_BUILD_FAILED\.md)$")
+_MEMORY_CLAIMS = threading.Lock()  # memory:// has no atomic create: one process, one lock
+
+
+def new_run_id() -> str:
+    """A run's name: scratch files live under `_mintdim_tmp/<run id>/`."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+def marker_path(output_dir: str) -> str:
+    return storage.join(output_dir, MARKER)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _base(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass
+class Contents:
+    """What an output directory holds, as far as a new build or `clean` cares."""
+
+    names: list  # top-level entry names
+    marker: dict | None  # the ownership marker's content, if any
+    foreign: list  # paths that no build of ours writes
+    failed_units: list  # unit dirs holding UNIT_BUILD_FAILED.md
+
+    @property
+    def empty(self) -> bool:
+        return not self.names
+
+    @property
+    def complete(self) -> bool:
+        return fmt.MANIFEST in self.names and self.marker is None and not self.failed_units
+
+    @property
+    def ours(self) -> bool:
+        return bool(self.names) and not self.foreign
+
+
+def inspect(output_dir: str) -> Contents:
+    """List `output_dir` (absent: empty) and sort its entries into ours and foreign."""
+    names, foreign, failed = [], [], []
+    marker = None
+    for entry in storage.list_dir(output_dir):
+        name = _base(entry)
+        if name.startswith(MARKER + ".") and name.endswith(".tmp"):
+            continue  # another claim being written at this instant: its link decides
+        names.append(name)
+        path = storage.join(output_dir, name)
+        if name == MARKER:
+            marker = read_marker(output_dir)
+        elif name == storage.TMP_DIR_NAME or name in _TOP_FILES:
+            continue
+        elif _UNIT_DIR.match(name) and storage.is_dir(path):
+            inner = [_base(p) for p in storage.list_dir(path)]
+            foreign.extend(storage.join(path, n) for n in inner if not _UNIT_FILE.match(n))
+            if fmt.FAILED_UNIT in inner:
+                failed.append(name)
+        else:
+            foreign.append(path)
+    return Contents(sorted(names), marker, sorted(foreign), sorted(failed))
+
+
+def read_marker(output_dir: str) -> dict:
+    try:
+        doc = json.loads(storage.read_bytes(marker_path(output_dir)))
+        return doc if isinstance(doc, dict) else {"state": "unreadable"}
+    except (OSError, ValueError):  # a half-written marker is still a marker
+        return {"state": "unreadable"}
+
+
+def _holder_alive(marker: dict) -> bool | None:
+    """True/False when the holding process is on this host; None when it cannot be known."""
+    if marker.get("host") != socket.gethostname() or not isinstance(marker.get("pid"), int):
+        return None
+    try:
+        os.kill(marker["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _zombie(marker["pid"])
+
+
+def _zombie(pid: int) -> bool:
+    """A killed process not yet reaped by its parent still answers kill(pid, 0)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def describe(marker: dict) -> str:
+    """One line about a marker: which run, where, since when, in which state."""
+    parts = [f"run {marker.get('run_id', '?')}", f"pid {marker.get('pid', '?')} on host "
+             f"{marker.get('host', '?')}", f"since {marker.get('started', '?')}"]
+    state = marker.get("state", "?")
+    if state == "failed":
+        parts.append(f"failed: {marker.get('reason', '?')}")
+    elif state == "running" and _holder_alive(marker) is False:
+        parts.append("that process no longer runs (killed?)")
+    return ", ".join(parts)
+
+
+def refusal(output_given: str, contents: Contents) -> OutputValidationError | None:
+    """Why a new build may not start in a directory holding `contents`, or None."""
+    if contents.empty:
+        return None
+    marker = contents.marker
+    if marker is not None and marker.get("state") == "running" and _holder_alive(marker) is not False:
+        detail = describe(marker)
+        if _holder_alive(marker) is None:
+            detail += (f" (another host, or unknown; if that build is gone, "
+                       f"run: mintdim-beam clean {output_given})")
+        return OutputValidationError(directory=output_given, problem="held", detail=detail)
+    if contents.ours and not contents.complete:
+        found = describe(marker) if marker is not None else (
+            f"{', '.join(contents.failed_units)} hold UNIT_BUILD_FAILED.md" if contents.failed_units
+            else "shards or scratch files without manifest.json")
+        return OutputValidationError(directory=output_given, problem="incomplete", detail=found)
+    return OutputValidationError(directory=output_given)
+
+
+def check_free(output_dir: str, output_given: str) -> None:
+    """The seed's new-or-empty rule, naming a holder or an incomplete build of ours."""
+    error = refusal(output_given, inspect(output_dir))
+    if error is not None:
+        raise error
+
+
+def _create_exclusive(path: str, data: bytes) -> None:
+    """Create `path` only if it does not exist (FileExistsError otherwise), atomically."""
+    if not storage.is_url(path):
+        # Written whole under a temporary name, then linked into place: link() fails if
+        # the name exists, and a reader never sees a half-written marker.
+        temp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(temp, "wb") as handle:
+            handle.write(data)
+        try:
+            os.link(temp, path)
+        finally:
+            os.unlink(temp)
+        return
+    fs = storage.filesystem(path)
+    if path.startswith("memory://"):
+        with _MEMORY_CLAIMS:
+            if fs.exists(path):
+                raise FileExistsError(path)
+            fs.pipe_file(path, data)
+        return
+    # Look first (cheap, and enough for claims seconds apart), then create with the
+    # store's precondition for claims at the same instant, then read back.
+    if storage.exists(path):
+        raise FileExistsError(path)
+    try:
+        fs.pipe_file(path, data, mode="create")  # gcsfs: ifGenerationMatch=0; s3fs: If-None-Match
+    except FileExistsError:
+        raise
+    except OSError as exc:  # a failed precondition (412) is how object stores say "exists"
+        if "412" in str(exc) or "PreconditionFailed" in str(exc) or "conditionNotMet" in str(exc):
+            raise FileExistsError(path) from exc
+        raise
+    if storage.read_bytes(path) != data:
+        raise FileExistsError(path)
+
+
+class Claim:
+    """This run's hold on its output directories: `take` them all (or none), `release`
+    one when its manifest is in place, `fail` them when the build stops."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self.created: list = []  # (output dir, directories this claim created)
+
+    def _marker_doc(self, state: str, reason: str | None = None) -> bytes:
+        doc = {"run_id": self.run_id, "state": state, "pid": os.getpid(),
+               "host": socket.gethostname(), "started": self._started}
+        if reason is not None:
+            doc["reason"] = reason
+        return fmt.json_document(doc).encode("utf-8")
+
+    def take(self, outputs) -> None:
+        """Claim every (output dir, output as given) or raise, leaving nothing behind:
+        OutputValidationError `held`/`incomplete`/not empty, or `unwritable`."""
+        self._started = _now()
+        try:
+            for output_dir, given in outputs:
+                self._take_one(output_dir, given)
+        except BaseException:
+            self.undo()
+            raise
+
+    def _take_one(self, output_dir: str, given: str) -> None:
+        made = _missing_dirs(output_dir)
+        try:
+            storage.makedirs(output_dir)
+            _create_exclusive(marker_path(output_dir), self._marker_doc("running"))
+        except FileExistsError:
+            _remove_dirs(made)
+            check_free(output_dir, given)  # names the holder
+            raise OutputValidationError(directory=given, problem="held",
+                                        detail="another build claimed it just now") from None
+        except OSError as exc:
+            _remove_dirs(made)
+            raise OutputValidationError(directory=given, problem="unwritable",
+                                        detail=_os_reason(exc)) from None
+        self.created.append((output_dir, made))
+        # Look again: a build that ended between our check and our claim left files.
+        contents = inspect(output_dir)
+        if contents.names != [MARKER]:
+            contents.names.remove(MARKER)
+            contents.marker = None
+            raise refusal(given, contents) or OutputValidationError(directory=given)
+
+    def undo(self) -> None:
+        """Before anything was written: drop our markers and the directories we made."""
+        for output_dir, made in reversed(self.created):
+            _remove(marker_path(output_dir))
+            _remove_dirs(made)
+        self.created = []
+
+    def fail(self, output_dir: str, reason: str) -> None:
+        """Mark the build failed (a rerun and `clean` then say so)."""
+        try:
+            storage.write_atomic(marker_path(output_dir),
+                                 self._marker_doc("failed", reason.splitlines()[0][:500]),
+                                 output_dir, scratch=output_dir)  # the scratch dir is gone
+        except Exception:  # noqa: BLE001 - the marker stays "running" then, still ours
+            pass
+
+
+def release(output_dir: str) -> None:
+    """The build is complete: the marker goes (Finalize, after manifest and scratch)."""
+    _remove(marker_path(output_dir))
+
+
+def _remove(path: str) -> None:
+    try:
+        if storage.exists(path):
+            storage.filesystem(path).rm(path)
+    except FileNotFoundError:
+        pass
+
+
+def _missing_dirs(path: str) -> list:
+    """The directories from `path` upwards that do not exist yet (local only: object
+    stores have no directories to undo)."""
+    if storage.is_url(path):
+        return []
+    missing = []
+    while path and not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
+def _remove_dirs(made: list) -> None:
+    for path in made:  # deepest first
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def _os_reason(exc: OSError) -> str:
+    text = exc.strerror or str(exc)
+    return f"{text} ({exc.filename})" if getattr(exc, "filename", None) else text
+
+
+# --- mintdim-beam clean ---------------------------------------------------------------
+
+def clean(output_dir: str, output_given: str) -> list[str]:
+    """Remove an incomplete build of ours; returns what was removed. Refuses (with
+    OutputValidationError) a complete build, a build that still runs, and a directory
+    holding anything a build of ours does not write."""
+    contents = inspect(output_dir)
+    if contents.empty:
+        return []
+    if contents.foreign:
+        shown = ", ".join(contents.foreign[:5]) + (" ..." if len(contents.foreign) > 5 else "")
+        raise OutputCleanError(directory=output_given, reason=f"holds files that are not from mintdim-beam: {shown}")
+    marker = contents.marker
+    if marker is not None and marker.get("state") == "running" and _holder_alive(marker):
+        raise OutputCleanError(directory=output_given, reason=f"a build still runs there: {describe(marker)}")
+    if contents.complete:
+        raise OutputCleanError(directory=output_given, reason="it holds a complete build (manifest.json); "
+                                         "remove it yourself if you mean to")
+    removed = []
+    for name in contents.names:
+        if name == MARKER:
+            continue  # last: until everything else is gone the directory stays ours
+        path = storage.join(output_dir, name)
+        storage.remove_tree(path)
+        removed.append(name)
+    _remove(marker_path(output_dir))
+    if marker is not None:
+        removed.append(MARKER)
+    return removed

@@ -1,0 +1,71 @@
+"""Driver-side preparation of each dataset: tokenizer facts, compiled template, token
+dtype and the tier-1 literal check. The result is small and picklable; workers get it
+instead of a loaded tokenizer (which they load themselves in `DoFn.setup`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mintdim_beam.core.config import Dataset
+from mintdim_beam.core.errors import TokenDTypeCapacityError
+from mintdim_beam.core.template import CompiledTemplate, compile_template
+from mintdim_beam.core.tokenizers import load_tokenizer
+
+DTYPES = (("uint16", 0xFFFF, 2), ("uint32", 0xFFFFFFFF, 4))
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    dataset: Dataset
+    template: CompiledTemplate
+    vocab_size: int
+    unk_id: int
+    pad_id: int
+    token_dtype: str
+    magic: int
+    bytes_per_token: int
+    literal_ids: tuple  # per segment: tuple of ids for literals, None for fields
+    literal_unk_segments: tuple  # indices of literal segments whose ids contain UNK
+
+    @property
+    def n_segments(self) -> int:
+        return len(self.template.segments)
+
+
+def select_dtype(vocab_size: int) -> tuple[str, int, int]:
+    for name, magic, width in DTYPES:
+        if vocab_size <= magic:
+            return name, magic, width
+    raise TokenDTypeCapacityError(vocab_size=vocab_size)
+
+
+def check_unit_sizes(sizes, dtype: str, max_value: int, vocab_size: int) -> None:
+    """Every declared size must fit the record header: a segment length can be as large
+    as the unit, and numpy would silently wrap a larger one."""
+    too_large = [size for size in sizes if size > max_value]
+    if too_large:
+        raise TokenDTypeCapacityError(dtype=dtype, max_value=max_value, unit_size=too_large[0],
+                                      vocab_size=vocab_size)
+
+
+def prepare(dataset: Dataset) -> DatasetPlan:
+    tokenizer = load_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
+                               dataset.tokenizer_given)
+    compiled = compile_template(dataset.template, list(dataset.fields), dataset.files[0].given)
+    dtype, magic, width = select_dtype(tokenizer.vocab_size)
+    check_unit_sizes(dataset.sizes, dtype, magic, tokenizer.vocab_size)
+    literal_ids = []
+    unk_segments = []
+    for index, segment in enumerate(compiled.segments):
+        if segment.kind != "literal":
+            literal_ids.append(None)
+            continue
+        ids = tuple(tokenizer.encode_many([segment.content])[0])
+        literal_ids.append(ids)
+        if tokenizer.unk_id in ids:
+            unk_segments.append(index)
+    return DatasetPlan(
+        dataset=dataset, template=compiled, vocab_size=tokenizer.vocab_size,
+        unk_id=tokenizer.unk_id, pad_id=tokenizer.pad_id, token_dtype=dtype, magic=magic,
+        bytes_per_token=width, literal_ids=tuple(literal_ids),
+        literal_unk_segments=tuple(unk_segments))

@@ -1,1 +1,0 @@
-"""One PTransform per pipeline stage; `build.py` wires them together."""
