@@ -14,12 +14,14 @@ setup(
         "fsspec",
         "gcsfs>=2024.6.0",  # gs:// paths need no extra install
         "matplotlib",  # `mintdim-beam report` figures
+        "jinja2>=3.1.6",  # chat templates; older 3.1.x have sandbox escapes (templates are untrusted)
     ],
     extras_require={
         # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.
         # Lower bounds keep pip from backtracking to an s3fs without aiobotocore.
         "test": ["pytest>=7", "pytest-timeout", "s3fs>=2024.6.0",
-                 "moto[server]>=5", "gcp-storage-emulator"],
+                 "moto[server]>=5", "gcp-storage-emulator",
+                 "transformers"],  # chat-template exactness tests; needs no torch
         "aws": ["s3fs>=2024.6.0"],
     },
     entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:console_main"]},

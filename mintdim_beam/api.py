@@ -18,12 +18,27 @@ class _Source(_Block):
 
 
 class _Tokenizer(_Block):
-    def sentencepiece(self, *, files: Sequence[str]) -> "UnitBuildJob":
-        self._job._raw["tokenizer"] = {"type": "sentencepiece", "files": _listed(files)}
-        return self._job
+    """Options (all keyword-only, for every file of the block; validated at run()):
+    config: a tokenizer_config.json (pad / bos / eos tokens, chat_template);
+    pad_token / pad_id: the pad to use (one of them); bos / eos: put the tokenizer's BOS /
+    EOS id around every sample, as segments named `bos` / `eos`."""
 
-    def hf_json(self, *, files: Sequence[str]) -> "UnitBuildJob":
-        self._job._raw["tokenizer"] = {"type": "hf_json", "files": _listed(files)}
+    def sentencepiece(self, *, files: Sequence[str], config: str | None = None,
+                      pad_token: str | None = None, pad_id: int | None = None,
+                      bos: bool | None = None, eos: bool | None = None) -> "UnitBuildJob":
+        return self._set("sentencepiece", files, config=config, pad_token=pad_token,
+                         pad_id=pad_id, bos=bos, eos=eos)
+
+    def hf_json(self, *, files: Sequence[str], config: str | None = None,
+                pad_token: str | None = None, pad_id: int | None = None,
+                bos: bool | None = None, eos: bool | None = None) -> "UnitBuildJob":
+        return self._set("hf_json", files, config=config, pad_token=pad_token, pad_id=pad_id,
+                         bos=bos, eos=eos)
+
+    def _set(self, kind: str, files, **options) -> "UnitBuildJob":
+        block = {"type": kind, "files": _listed(files)}
+        block.update((k, v) for k, v in options.items() if v is not None)
+        self._job._raw["tokenizer"] = block
         return self._job
 
 

@@ -375,6 +375,13 @@ def _share(numerator, denominator) -> str:
     return f"{numerator / denominator:.4%} ({numerator:,} / {denominator:,})"
 
 
+def _unk_text(tok: dict) -> str:
+    """The manifest's unk_id; null is a tokenizer without UNK (byte-level BPE)."""
+    if "unk_id" in tok and tok["unk_id"] is None:
+        return "none (the tokenizer has no UNK token: every byte is in its vocabulary)"
+    return str(tok.get("unk_id"))
+
+
 def _md_cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", "\\n")
 
@@ -401,7 +408,7 @@ def _markdown(fig: dict) -> str:
         "## Build", "",
         f"- pipeline: `{m.get('pipeline')}`, format version (mintdim): `{m.get('mintdim_version')}`",
         f"- tokenizer: {tok.get('type')} `{tok.get('path')}`, vocab_size {tok.get('vocab_size')}, "
-        f"unk_id {tok.get('unk_id')}, pad_id {tok.get('pad_id')}",
+        f"unk_id {_unk_text(tok)}, pad_id {tok.get('pad_id')}",
         f"- token dtype: {storage_.get('dtype')} ({storage_.get('bytes_per_token')} bytes per token), "
         f"magic {storage_.get('magic')}",
         f"- unit sizes: {sizes_text}; build_batch {units_cfg.get('build_batch')}",

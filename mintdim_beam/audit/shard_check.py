@@ -24,7 +24,7 @@ class ShardChecks:
     local: bool
     files: dict[str, int]
     vocab: int
-    unk_id: int
+    unk_id: int | None
     pad_id: int
     dtype: np.dtype
     bpt: int
@@ -183,7 +183,8 @@ class ShardChecks:
         c = chunk.shape[0]
         lo, hi = np.searchsorted(unk_k, [first, first + c]) if unk_k.size else (0, 0)
         payload = chunk[:, 1 + n:]
-        have = np.count_nonzero((payload == self.unk_id) & inside, axis=1)
+        have = (np.zeros(c, dtype=np.int64) if self.unk_id is None else  # no UNK token
+                np.count_nonzero((payload == self.unk_id) & inside, axis=1))
         want = np.bincount(unk_k[lo:hi] - first, minlength=c)
         diff = np.flatnonzero(have != want)
         if diff.size:

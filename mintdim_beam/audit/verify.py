@@ -240,6 +240,20 @@ class _Verifier(IndexChecks, ShardChecks):
             self.result.inputs.append((name if isinstance(name, str) else repr(entry),
                                        recorded_status(entry)))
 
+    def _special_tokens(self, block, unk, pad) -> None:
+        """Our `special_tokens` block, when present, names the same pad and UNK ids."""
+        if block is None:
+            return
+        if not isinstance(block, dict):
+            self.p.add(fmt.MANIFEST, None, f"special_tokens {block!r} is not an object")
+            return
+        for name, want in (("pad", pad), ("unk", unk)):
+            entry = block.get(name)
+            got = entry.get("id") if isinstance(entry, dict) else entry
+            if got != want:
+                self.p.add(fmt.MANIFEST, None, f"special_tokens.{name} id {got!r} disagrees "
+                           f"with tokenizer.{name}_id {want!r}")
+
     def _manifest(self) -> bool:
         if fmt.MANIFEST not in self.files:
             failed = sorted(rel for rel in self.files
@@ -303,6 +317,8 @@ class _Verifier(IndexChecks, ShardChecks):
                 self.p.add(fmt.MANIFEST, None, f"vocab_size {vocab} needs token dtype {want}, "
                            f"manifest says {dtype}")
         for name, value in (("unk_id", unk), ("pad_id", pad)):
+            if name == "unk_id" and value is None and "unk_id" in (m.get("tokenizer") or {}):
+                continue  # null: a tokenizer without UNK (byte-level), beyond mintdim 0.2.1
             if not is_int(value) or value < 0 or (is_int(vocab) and value >= vocab):
                 self.p.add(fmt.MANIFEST, None, f"tokenizer.{name} {value!r} is not an id in "
                            f"[0, vocab_size)")
@@ -325,6 +341,7 @@ class _Verifier(IndexChecks, ShardChecks):
             files = []
         if not usable:
             return False
+        self._special_tokens(m.get("special_tokens"), unk, pad)
         self.vocab, self.unk_id, self.pad_id = vocab, unk, pad
         self.dtype_name, self.dtype = dtype, fmt.NP_DTYPES[dtype]
         self.bpt, self.magic = BYTES_PER_TOKEN[dtype], MAGICS[dtype]

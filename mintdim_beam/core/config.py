@@ -13,6 +13,7 @@ from mintdim_beam.core.errors import (FieldMappingError, MintDimFileNotFoundErro
                                       SamplesPerShardError, TemplateMappingError,
                                       TokenizerMappingError, TokenizerValidationError,
                                       UnitMappingError, UnitValidationError)
+from mintdim_beam.core.special_tokens import TokenizerOptions, check_options
 from mintdim_beam.core.tokenizers import KINDS
 
 
@@ -41,6 +42,8 @@ class Dataset:
     output_path: str
     samples_per_shard: int
     run_id: str = ""  # set by the launcher: this run's scratch files are its own
+    # the tokenizer block's options (tokenizer_config.json, pad, bos/eos): for all files
+    tokenizer_options: TokenizerOptions = TokenizerOptions()
 
     @property
     def scratch_path(self) -> str:
@@ -98,7 +101,7 @@ def _check_source(source: dict) -> tuple[list[str], list[list[str]], list[str]]:
     return list(files), [list(g) for g in fields], list(templates)
 
 
-def _check_tokenizer(tokenizer: dict) -> tuple[str, list[str]]:
+def _check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
     kind = tokenizer.get("type")
     if kind not in KINDS:
         raise TokenizerValidationError(unsupported_format=True)
@@ -114,7 +117,7 @@ def _check_tokenizer(tokenizer: dict) -> tuple[str, list[str]]:
     for path in files:
         if not storage.is_file(storage.resolve(path)):
             raise MintDimFileNotFoundError(context="tokenizer", missing_file=path)
-    return kind, list(files)
+    return kind, list(files), check_options(tokenizer)
 
 
 def _check_units(units: dict) -> tuple[list[list[int]], list[int]]:
@@ -182,7 +185,7 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
     """Validate `raw` and return the output datasets in input-file order."""
     _check_missing(raw)
     files, fields, templates = _check_source(raw["source"])
-    kind, tokenizers = _check_tokenizer(raw["tokenizer"])
+    kind, tokenizers, tokenizer_options = _check_tokenizer(raw["tokenizer"])
     sizes, batches = _check_units(raw["units"])
     outputs, counts = _check_output(raw["output"])
     n = len(files)
@@ -230,5 +233,6 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
             output_given=first["output"],
             output_path=out_path,
             samples_per_shard=first["samples_per_shard"],
+            tokenizer_options=tokenizer_options,
         ))
     return datasets

@@ -40,7 +40,8 @@ class BatchEncoder:
             i: tokenizer.surfaces(s.content, [k for k, t in enumerate(plan.literal_ids[i])
                                               if t == plan.unk_id])
             for i, s in enumerate(plan.template.segments)
-            if s.kind == "literal" and plan.unk_id in plan.literal_ids[i]}
+            if s.kind == "literal" and plan.unk_id is not None
+            and plan.unk_id in plan.literal_ids[i]}
 
     def encode(self, texts: list[list[str]]):
         """lengths: (samples, segments) int64; tokens: the flat payload of the whole batch;
@@ -57,6 +58,8 @@ class BatchEncoder:
         total = int(lengths.sum())
         tokens = np.fromiter(itertools.chain.from_iterable(pieces), count=total, dtype=self._dtype)
         unks = {}
+        if plan.unk_id is None:  # a byte-level tokenizer without UNK never makes one
+            return lengths, tokens, unks
         unk_at = np.flatnonzero(tokens == plan.unk_id)
         if len(unk_at):
             sample_of = np.repeat(np.arange(m), lengths.sum(axis=1))

@@ -4,11 +4,12 @@ instead of a loaded tokenizer (which they load themselves in `DoFn.setup`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mintdim_beam.core.config import Dataset
 from mintdim_beam.core.errors import TokenDTypeCapacityError
-from mintdim_beam.core.template import CompiledTemplate, compile_template
+from mintdim_beam.core.special_tokens import TokenizerFacts, resolve_facts
+from mintdim_beam.core.template import EDGE_NAMES, CompiledTemplate, Segment, compile_template
 from mintdim_beam.core.tokenizers import load_tokenizer
 
 DTYPES = (("uint16", 0xFFFF, 2), ("uint32", 0xFFFFFFFF, 4))
@@ -19,13 +20,14 @@ class DatasetPlan:
     dataset: Dataset
     template: CompiledTemplate
     vocab_size: int
-    unk_id: int
+    unk_id: int | None  # None: the tokenizer has no UNK (byte-level) and never makes one
     pad_id: int
     token_dtype: str
     magic: int
     bytes_per_token: int
     literal_ids: tuple  # per segment: tuple of ids for literals, None for fields
     literal_unk_segments: tuple  # indices of literal segments whose ids contain UNK
+    facts: TokenizerFacts | None = None  # special tokens, chat template (`special_tokens`)
 
     @property
     def n_segments(self) -> int:
@@ -51,7 +53,9 @@ def check_unit_sizes(sizes, dtype: str, max_value: int, vocab_size: int) -> None
 def prepare(dataset: Dataset) -> DatasetPlan:
     tokenizer = load_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
                                dataset.tokenizer_given)
-    compiled = compile_template(dataset.template, list(dataset.fields), dataset.files[0].given)
+    facts = resolve_facts(tokenizer, dataset.tokenizer_options, dataset.tokenizer_given)
+    compiled = with_edges(compile_template(dataset.template, list(dataset.fields),
+                                           dataset.files[0].given), facts)
     dtype, magic, width = select_dtype(tokenizer.vocab_size)
     check_unit_sizes(dataset.sizes, dtype, magic, tokenizer.vocab_size)
     literal_ids = []
@@ -60,12 +64,27 @@ def prepare(dataset: Dataset) -> DatasetPlan:
         if segment.kind != "literal":
             literal_ids.append(None)
             continue
+        if segment.name in EDGE_NAMES:  # the model's own id, never its text encoded
+            literal_ids.append((getattr(facts, segment.name).id,))
+            continue
         ids = tuple(tokenizer.encode_many([segment.content])[0])
         literal_ids.append(ids)
-        if tokenizer.unk_id in ids:
+        if tokenizer.unk_id is not None and tokenizer.unk_id in ids:
             unk_segments.append(index)
     return DatasetPlan(
         dataset=dataset, template=compiled, vocab_size=tokenizer.vocab_size,
-        unk_id=tokenizer.unk_id, pad_id=tokenizer.pad_id, token_dtype=dtype, magic=magic,
+        unk_id=tokenizer.unk_id, pad_id=facts.pad.id, token_dtype=dtype, magic=magic,
         bytes_per_token=width, literal_ids=tuple(literal_ids),
-        literal_unk_segments=tuple(unk_segments))
+        literal_unk_segments=tuple(unk_segments), facts=facts)
+
+
+def with_edges(compiled: CompiledTemplate, facts: TokenizerFacts) -> CompiledTemplate:
+    """The template with a `bos` literal segment first and an `eos` one last when the
+    tokenizer block asks for them; their content is the token's text, their id comes
+    from the tokenizer (SentencePiece would encode `<s>` as characters)."""
+    segments = compiled.segments
+    if facts.add_bos:
+        segments = (Segment("literal", "bos", facts.bos.token or ""),) + segments
+    if facts.add_eos:
+        segments = segments + (Segment("literal", "eos", facts.eos.token or ""),)
+    return compiled if segments == compiled.segments else replace(compiled, segments=segments)

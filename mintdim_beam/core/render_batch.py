@@ -16,7 +16,7 @@ import numpy as np
 from mintdim_beam.core.encode_batch import entry_sizes
 from mintdim_beam.core.failures import LongLinePending, PendingError
 from mintdim_beam.core.source import long_line_reason
-from mintdim_beam.core.template import json_type_name, render_value
+from mintdim_beam.core.template import EDGE_NAMES, json_type_name, render_value
 
 # The JSON scanner json.loads itself uses, called directly: lines are already stripped,
 # so the whitespace handling around it only costs time. Failures go to json.loads.
@@ -54,7 +54,9 @@ class Layout:
         segments = plan.template.segments
         self.slot_names = [s.name for s in segments if s.kind == "field"]
         self.slot_values = [self.declared.index(name) for name in self.slot_names]
-        self.parts = [s.content if s.kind == "literal" else "" for s in segments]
+        # BOS / EOS segments are token ids, not text: the hash covers the template's text
+        self.parts = [s.content if s.kind == "literal" and s.name not in EDGE_NAMES else ""
+                      for s in segments]
         self.slot_parts = [i for i, s in enumerate(segments) if s.kind == "field"]
 
 

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from mintdim_beam.core.errors import TemplateFieldMismatchError
 
 LITERAL_NAME = "token_template"
+# Literal segments a tokenizer block may add around every sample (`bos=True`, `eos=True`):
+# their content is the token's text, their id the tokenizer's (see `prepare.with_edges`).
+EDGE_NAMES = ("bos", "eos")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

@@ -1,8 +1,10 @@
 """Tokenizer adapters: load a SentencePiece `.model` or a Hugging Face `tokenizer.json`
 from any fsspec path and encode many texts per call.
 
-The tokenizer file is the single source of truth for vocabulary and special ids; we
-never add special tokens, pad or truncate on the tokenizer side.
+The tokenizer file is the source of truth for the vocabulary and the UNK id (None for a
+byte-level model without one); the ids a build pads with or puts around samples are
+resolved from these adapters' facts by `special_tokens`. We never add special tokens,
+pad or truncate on the tokenizer side.
 """
 from __future__ import annotations
 
@@ -26,8 +28,12 @@ class SentencePieceTokenizer:
         self.vocab_size = int(self._sp.get_piece_size())
         self.unk_id = _require_id(int(self._sp.unk_id()), "unk_id", display_path,
                                   f"SentencePiece returned unk_id={self._sp.unk_id()}")
-        self.pad_id = _require_id(int(self._sp.pad_id()), "pad_id", display_path,
-                                  f"SentencePiece returned pad_id={self._sp.pad_id()}")
+        # Special ids as the model declares them (None when < 0); the pad a build uses is
+        # resolved from these and the user's options by `special_tokens.resolve_facts`.
+        self.model_pad_id = _declared(self._sp.pad_id())
+        self.model_bos_id = _declared(self._sp.bos_id())
+        self.model_eos_id = _declared(self._sp.eos_id())
+        self.byte_level = False
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return self._sp.encode(texts, out_type=int, num_threads=self.threads)
@@ -40,6 +46,20 @@ class SentencePieceTokenizer:
             pieces = self._sp.encode(text, return_type="proto").pieces
         return [pieces[i].surface if i < len(pieces) else "" for i in positions]
 
+    def token_id(self, token: str) -> int | None:
+        """The id of the piece `token`, None when it is not in the vocabulary."""
+        found = int(self._sp.piece_to_id(token))
+        return found if 0 <= found < self.vocab_size and self._sp.id_to_piece(found) == token else None
+
+    def token_text(self, token_id: int) -> str:
+        return self._sp.id_to_piece(int(token_id))
+
+    def special_tokens(self) -> list[str]:
+        """The control and unknown pieces (`<s>`, `</s>`, `<pad>`, `<unk>`, ...)."""
+        sp = self._sp
+        return [sp.id_to_piece(i) for i in range(self.vocab_size)
+                if sp.is_control(i) or sp.is_unknown(i)]
+
 
 class HuggingFaceTokenizer:
     kind = "hf_json"
@@ -50,9 +70,13 @@ class HuggingFaceTokenizer:
         text = data.decode("utf-8")
         self._tk = Tokenizer.from_str(text)
         spec = json.loads(text)
+        self._spec = spec
         self.vocab_size = int(self._tk.get_vocab_size())
-        self.unk_id = _hf_unk_id(self._tk, spec, display_path)
-        self.pad_id = _hf_pad_id(self._tk, display_path)
+        self.byte_level = _is_byte_level(spec)
+        self.unk_id = _hf_unk_id(self._tk, spec, display_path, self.byte_level)
+        self.padding = _hf_padding(self._tk)  # (id, token) or None
+        self.model_pad_id = self.padding[0] if self.padding else None
+        self.model_bos_id = self.model_eos_id = None  # only a tokenizer config names them
         # Record padding comes from our shard layout; tokenizer-side padding or
         # truncation would silently change segment lengths.
         self._tk.no_padding()
@@ -66,6 +90,23 @@ class HuggingFaceTokenizer:
         offsets = self._tk.encode(text, add_special_tokens=False).offsets
         return [text[offsets[i][0]:offsets[i][1]] if i < len(offsets) else "" for i in positions]
 
+    def token_id(self, token: str) -> int | None:
+        found = self._tk.token_to_id(token)
+        return None if found is None else int(found)
+
+    def token_text(self, token_id: int) -> str | None:
+        return self._tk.id_to_token(int(token_id))
+
+    def special_tokens(self) -> list[str]:
+        """The added tokens marked special=True, in tokenizer.json order."""
+        return [t["content"] for t in self._spec.get("added_tokens") or []
+                if isinstance(t, dict) and t.get("special") and isinstance(t.get("content"), str)]
+
+
+def _declared(value) -> int | None:
+    value = int(value)
+    return value if value >= 0 else None
+
 
 def _require_id(value: int, name: str, path: str, problem: str) -> int:
     if value < 0:
@@ -73,32 +114,56 @@ def _require_id(value: int, name: str, path: str, problem: str) -> int:
     return value
 
 
-def _hf_unk_id(tk, spec: dict, path: str) -> int:
+def _is_byte_level(spec: dict) -> bool:
+    """Every byte has a token: a ByteLevel pre-tokenizer (GPT-2, Llama 3, Qwen2) or a BPE
+    with byte_fallback. Such a tokenizer can encode any text without an UNK."""
+    model = spec.get("model") or {}
+    if model.get("byte_fallback") is True:
+        return True
+
+    def has_byte_level(node) -> bool:
+        if isinstance(node, dict):
+            return node.get("type") == "ByteLevel" or any(map(has_byte_level, node.values()))
+        if isinstance(node, list):
+            return any(map(has_byte_level, node))
+        return False
+
+    return has_byte_level(spec.get("pre_tokenizer"))
+
+
+def _hf_unk_id(tk, spec: dict, path: str, byte_level: bool) -> int | None:
+    """The model's UNK id; None for a byte-level model that declares none (it can never
+    produce one)."""
     model = spec.get("model") or {}
     if model.get("type") == "Unigram":
         unk = model.get("unk_id")
         if isinstance(unk, int) and unk >= 0:
             return unk
+        declared = unk is not None
     else:
         token = model.get("unk_token")
         if isinstance(token, str) and tk.token_to_id(token) is not None:
             return int(tk.token_to_id(token))
+        declared = token is not None
+    if byte_level and not declared:
+        return None
     raise TokenizerSpecialTokenError(
         tokenizer=path, special_token="unk_id",
-        problem="missing unk_id: the tokenizer model declares no usable unk token")
+        problem="missing unk_id: the tokenizer model declares no usable unk token",
+        fix=None if declared else "unk")
 
 
-def _hf_pad_id(tk, path: str) -> int:
+def _hf_padding(tk) -> tuple[int, str | None] | None:
+    """(pad id, pad token) from tokenizer.json's padding config, or None."""
     padding = tk.padding
     if isinstance(padding, dict):
-        if padding.get("pad_id") is not None:
-            return int(padding["pad_id"])
         token = padding.get("pad_token")
-        if isinstance(token, str) and tk.token_to_id(token) is not None:
-            return int(tk.token_to_id(token))
-    raise TokenizerSpecialTokenError(
-        tokenizer=path, special_token="pad_id",
-        problem="missing pad_id: tokenizer.json has no padding config with pad_id or pad_token")
+        token = token if isinstance(token, str) else None
+        if padding.get("pad_id") is not None:
+            return int(padding["pad_id"]), token
+        if token is not None and tk.token_to_id(token) is not None:
+            return int(tk.token_to_id(token)), token
+    return None
 
 
 def load_tokenizer(kind: str, path: str, display_path: str | None = None):

@@ -81,6 +81,8 @@ class FinalizeFn(beam.DoFn):
         ours = {"mintdim_beam_version": __version__}
         if ds in self._inputs:
             ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
+        if plan.facts is not None:  # each special id and where it came from
+            ours["special_tokens"] = plan.facts.manifest_block()
         manifest = fmt.manifest_doc(plan, sizes, ours)
         storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out)
         self._faults.check(ds)

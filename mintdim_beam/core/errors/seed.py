@@ -47,11 +47,16 @@ class SourceParseError(MintDimError):
 
 class SampleSchemaError(MintDimError):
     """Raised when a JSONL sample lacks a declared field, or a declared field's
-    value is null / an array / an object (``invalid_field`` form)."""
+    value is null / an array / an object (``invalid_field`` form); or (``problem`` form)
+    when a chat dialogue or preference pair is malformed, naming the message."""
 
-    def __init__(self, *, file: str, line: int, declared_fields: list[str],
+    def __init__(self, *, file: str, line: int, declared_fields: list[str] = (),
                  missing_fields: list[str] = (), available_keys: list[str] = (),
-                 invalid_field: str | None = None, invalid_type: str | None = None):
+                 invalid_field: str | None = None, invalid_type: str | None = None,
+                 problem: str | None = None, message_index: int | None = None):
+        if problem is not None:
+            self._dialogue(file, line, problem, message_index)
+            return
         kw = {
             "file": str(file), "line": int(line), "declared_fields": _strs(declared_fields),
             "missing_fields": _strs(missing_fields), "available_keys": _strs(available_keys),
@@ -75,6 +80,18 @@ class SampleSchemaError(MintDimError):
                   _spaced("Field bị thiếu", kw["missing_fields"]),
                   _spaced("Key hiện có", kw["available_keys"])]
         self._set(kw, en, vi)
+
+    def _dialogue(self, file, line, problem, message_index) -> None:
+        kw = {"file": str(file), "line": int(line), "problem": str(problem),
+              "message_index": None if message_index is None else int(message_index)}
+        at = [] if kw["message_index"] is None else [f"Message index: {kw['message_index']}"]
+        at_vi = [] if kw["message_index"] is None else [f"Vị trí message: {kw['message_index']}"]
+        self._set(
+            kw,
+            ["JSONL sample is not a valid dialogue or preference pair.", f"File: {kw['file']}",
+             f"Line: {kw['line']}", *at, f"Problem: {kw['problem']}"],
+            ["Sample JSONL không phải hội thoại hoặc cặp preference hợp lệ.",
+             f"File: {kw['file']}", f"Dòng: {kw['line']}", *at_vi, f"Vấn đề: {kw['problem']}"])
 
 
 class TokenizerValidationError(MintDimError):
@@ -102,21 +119,61 @@ class TokenizerValidationError(MintDimError):
 
 
 class TokenizerSpecialTokenError(MintDimError):
-    """Raised when the tokenizer library does not expose a required special token id."""
+    """Raised when the tokenizer library does not expose a required special token id.
 
-    def __init__(self, *, tokenizer: str, special_token: str, problem: str):
+    Without ``fix`` it is the seed's form. ``fix`` ("pad", "bos_eos" or "unk") replaces
+    the seed's rule line with how to give the missing token (beyond mintdim 0.2.1, where
+    the tokenizer block may name a pad token and ask for BOS/EOS)."""
+
+    _FIXES = {
+        "pad": (
+            "How to set one: give the tokenizer block pad_token=\"<token text>\" or "
+            "pad_id=<id> (a token of the vocabulary), or config=\"tokenizer_config.json\" "
+            "whose pad_token is set, or a padding config in tokenizer.json. An EOS token is "
+            "used as pad only when you name it (pad_token=\"<eos text>\"); readers mask by "
+            "segment lengths, so any id of the vocabulary works as pad.",
+            "Cách đặt: thêm pad_token=\"<token>\" hoặc pad_id=<id> (một token có trong "
+            "vocabulary) vào khối tokenizer, hoặc config=\"tokenizer_config.json\" có "
+            "pad_token, hoặc cấu hình padding trong tokenizer.json. Token EOS chỉ được dùng "
+            "làm pad khi bạn chỉ định nó (pad_token=\"<eos>\"); reader tạo mask theo độ dài "
+            "segment, nên id nào trong vocabulary cũng dùng được làm pad."),
+        "bos_eos": (
+            "How to set one: bos=True / eos=True take the id from the tokenizer: a "
+            "SentencePiece model trained with bos_id / eos_id >= 0, or for hf_json a "
+            "tokenizer config (config=\"tokenizer_config.json\") whose bos_token / "
+            "eos_token is in the vocabulary. Leave bos / eos unset to build without them.",
+            "Cách đặt: bos=True / eos=True lấy id từ tokenizer: model SentencePiece được "
+            "train với bos_id / eos_id >= 0, hoặc với hf_json một tokenizer config "
+            "(config=\"tokenizer_config.json\") có bos_token / eos_token nằm trong "
+            "vocabulary. Bỏ bos / eos để build không có chúng."),
+        "unk": (
+            "How to fix: a tokenizer without an unk token is accepted only when it is "
+            "byte-level (a ByteLevel pre-tokenizer, or BPE with byte_fallback), so that no "
+            "character can be dropped; otherwise set model.unk_token in tokenizer.json.",
+            "Cách sửa: tokenizer không có unk token chỉ được chấp nhận khi nó là byte-level "
+            "(pre-tokenizer ByteLevel, hoặc BPE có byte_fallback) để không ký tự nào bị bỏ "
+            "mất; nếu không, hãy đặt model.unk_token trong tokenizer.json."),
+    }
+
+    def __init__(self, *, tokenizer: str, special_token: str, problem: str,
+                 fix: str | None = None):
         kw = {"tokenizer": str(tokenizer), "special_token": str(special_token), "problem": str(problem)}
+        if fix is not None:
+            if fix not in self._FIXES:
+                raise TypeError(f"TokenizerSpecialTokenError fix must be one of {sorted(self._FIXES)}")
+            kw["fix"] = fix
         common = [f"Tokenizer: {kw['tokenizer']}", f"Special token: {kw['special_token']}"]
+        rule_en, rule_vi = self._FIXES[fix] if fix is not None else (
+            "Rule: MintDim uses tokenizer-provided special token ids only; "
+            "do not declare unk_id/pad_id manually.",
+            "Quy tắc: MintDim chỉ dùng special token id do tokenizer cung cấp; "
+            "không khai báo unk_id/pad_id thủ công.")
         self._set(
             kw,
             ["Tokenizer library did not expose a required special token.", *common,
-             f"Problem: {kw['problem']}",
-             "Rule: MintDim uses tokenizer-provided special token ids only; "
-             "do not declare unk_id/pad_id manually."],
+             f"Problem: {kw['problem']}", rule_en],
             ["Thư viện tokenizer không cung cấp special token bắt buộc.", *common,
-             f"Vấn đề: {kw['problem']}",
-             "Quy tắc: MintDim chỉ dùng special token id do tokenizer cung cấp; "
-             "không khai báo unk_id/pad_id thủ công."],
+             f"Vấn đề: {kw['problem']}", rule_vi],
         )
 
 

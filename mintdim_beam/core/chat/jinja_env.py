@@ -1,0 +1,116 @@
+"""The sandboxed Jinja environment chat templates run in, without `transformers`.
+
+Like transformers' `chat_template_utils`: `ImmutableSandboxedEnvironment` with
+`trim_blocks=True, lstrip_blocks=True`, the `loopcontrols` extension, a
+`{% generation %}...{% endgeneration %}` tag that renders its body unchanged, and the
+helpers templates expect:
+
+- `raise_exception(msg)`: raises `jinja2.TemplateError`; the renderer turns it into a
+  problem for that sample;
+- `strftime_now(fmt)`: formats a FIXED datetime, never the clock, so the same input
+  gives the same bytes tomorrow. The datetime is `template_vars["date"]` (ISO 8601,
+  `2026-11-30` or `2026-11-30T09:15:00`) or `DEFAULT_NOW`; the value used is exposed
+  (`ChatTemplate.now_text`) for the manifest;
+- the `tojson` filter: `json.dumps` keeping non-ASCII (`ensure_ascii=False`), with the
+  `indent`, `separators` and `sort_keys` arguments transformers supports;
+- `dict(...)` and a `namespace(...)` that refuses underscore-prefixed names.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Mapping
+
+import jinja2
+import jinja2.ext
+import jinja2.nodes
+import jinja2.utils
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+DATE_VAR = "date"
+DEFAULT_NOW = "2025-01-01T00:00:00"
+
+
+def fixed_now(template_vars: Mapping[str, Any] | None) -> datetime:
+    """The datetime `strftime_now` formats: `template_vars["date"]` or `DEFAULT_NOW`."""
+    value = (template_vars or {}).get(DATE_VAR, DEFAULT_NOW)
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"template_vars[{DATE_VAR!r}] must be an ISO 8601 date string, got {value!r}")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"template_vars[{DATE_VAR!r}] is not an ISO 8601 date: {value!r}") from None
+
+
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    # Jinja's own tojson escapes HTML characters and non-ASCII; templates expect neither.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
+
+
+class _TemplateDict:
+    """`dict(...)` for templates, without exposing the `dict` type itself."""
+
+    def __call__(self, *args, **kwargs):
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args, **kwargs):
+        return dict.fromkeys(*args, **kwargs)
+
+
+class _TemplateNamespace(jinja2.utils.Namespace):
+    """`namespace(...)` refusing underscore-prefixed attributes (no CPython internals)."""
+
+    def __init__(*args, **kwargs):  # noqa: N805 - Jinja's signature trick: `namespace(self=...)` works
+        self, args = args[0], args[1:]
+        attrs = dict(*args, **kwargs)
+        for name in attrs:
+            _TemplateNamespace._check(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name, value):
+        _TemplateNamespace._check(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check(name):
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(
+                f"chat templates cannot store underscore-prefixed attributes: {name!r}")
+
+
+class _GenerationTag(jinja2.ext.Extension):
+    """`{% generation %}body{% endgeneration %}` renders `body` unchanged (transformers
+    uses the tag to track assistant text; our segments come from prefix renders)."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
+def make_environment(now: datetime) -> ImmutableSandboxedEnvironment:
+    """A fresh sandbox whose `strftime_now` formats `now`."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+
+    def strftime_now(fmt):
+        return now.strftime(fmt)
+
+    env.globals["strftime_now"] = strftime_now
+    env.globals["dict"] = _TemplateDict()
+    env.globals["namespace"] = _TemplateNamespace
+    return env

@@ -1,0 +1,185 @@
+"""A rendered dialogue split into a chat record's segments.
+
+Each *trained* assistant turn (`Message.trained`) is its own segment `assistant_<i>`,
+holding the turn's content AND the text the template puts after it up to the next
+message (its end-of-turn, e.g. `<|im_end|>\\n`, `<|eot_id|>`), so the model learns to
+stop. Everything else (system, user and tool turns, role headers, BOS, the assistant
+header, untrained assistant turns) is context, in `context_<i>` segments between them:
+`[context_0, assistant_0, context_1, ..., assistant_{T-1}, context_T]`.
+
+How a turn is found (`render_dialogue`): for trained message k,
+`prefix = render(messages[:k], add_generation_prompt=True)` and
+`upto = render(messages[:k+1])`; the turn is `full[len(prefix):len(upto)]`, where
+`full = render(messages)` is rendered once. Both must be text prefixes of `full`, and
+turns must not overlap; otherwise the template does not render turns as prefixes (it
+renders history differently from a generation prompt, e.g. it drops earlier reasoning
+or adds a date only to the last turn): a problem for that sample. Cost: 2T+1 renders
+for T trained turns (one fewer when the dialogue ends on a trained turn).
+
+A dataset has a fixed `max_turns` K: a record has the 2K+1 segments of
+`segment_names(K)`; with T <= K trained turns, the segments after `context_T` are ""
+(`context_T` holds the text after the last trained turn). With T > K, `on_extra_turns`:
+- `abort`: a problem naming the (K+1)-th trained turn's message;
+- `skip`: no records (`Layout.skipped`, `Layout.trained_turns` for the count);
+- `split`: ceil(T/K) records; record j holds trained turns jK .. min(jK+K, T)-1. Its
+  `context_0` is the whole render before its first trained turn (earlier trained turns
+  included, as context); every record but the last ends right after its last trained
+  turn (its trailing context is ""); the last ends where the dialogue ends. So each
+  record's segments concatenate to a prefix of the full render, and the last one's to
+  all of it.
+A dialogue with no trained turn is a problem (nothing to train on).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from mintdim_beam.core.chat.messages import DialogueProblem, Message
+from mintdim_beam.core.chat.spans import SegmentSpan, content_spans, flagged, segment_spans
+
+ON_EXTRA_TURNS = ("split", "abort", "skip")
+
+
+def segment_names(max_turns: int) -> tuple[str, ...]:
+    """`context_0, assistant_0, ..., assistant_{K-1}, context_K` for K = max_turns."""
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+    names = []
+    for i in range(max_turns):
+        names += [f"context_{i}", f"assistant_{i}"]
+    return tuple(names + [f"context_{max_turns}"])
+
+
+@dataclass(frozen=True)
+class RenderedDialogue:
+    """The full render, the character range of each trained turn in it (in order), the
+    message index of each, and the content spans to keep as plain text (usually none)."""
+
+    text: str
+    turns: tuple[tuple[int, int], ...]
+    turn_messages: tuple[int, ...]
+    content_spans: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatRecord:
+    """One record: `segments` aligned with `segment_names(max_turns)`; `plain_spans` are
+    `(segment index, start, end)` character ranges to tokenize as plain text (empty in
+    the common case); `first_turn` is the index of its first trained turn in the
+    dialogue, `turns` how many it holds."""
+
+    segments: tuple[str, ...]
+    plain_spans: tuple[SegmentSpan, ...] = ()
+    first_turn: int = 0
+    turns: int = 0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The records of one dialogue; `skipped` when `on_extra_turns="skip"` dropped it."""
+
+    records: tuple[ChatRecord, ...]
+    trained_turns: int
+    skipped: bool = False
+
+
+def _not_prefix(what: str, k: int) -> DialogueProblem:
+    return DialogueProblem(f"the chat template does not render turns as prefixes: {what} of "
+                           "the dialogue", k)
+
+
+def render_dialogue(template, messages: Sequence[Message], *,
+                    special_tokens: Sequence[str] | None = ()) -> RenderedDialogue:
+    """Render once in full, then find each trained turn by prefix renders (module
+    docstring)."""
+    dicts = [m.template_dict() for m in messages]
+    text = template.render_dicts(dicts)
+    turns, turn_messages, last_end = [], [], 0
+    for k, message in enumerate(messages):
+        if not message.trained:
+            continue
+        prefix = template.render_dicts(dicts[:k], add_generation_prompt=True)
+        if not text.startswith(prefix):
+            raise _not_prefix("the generation prompt before this turn is not a prefix", k)
+        upto = text if k + 1 == len(dicts) else template.render_dicts(dicts[:k + 1])
+        if not text.startswith(upto):
+            raise _not_prefix("the dialogue up to this turn is not a prefix", k)
+        start, end = len(prefix), len(upto)
+        if start < last_end:
+            raise _not_prefix("this turn's generation prompt reaches into the previous turn", k)
+        if end <= start:
+            raise DialogueProblem("the chat template renders this trained turn as no text", k)
+        turns.append((start, end))
+        turn_messages.append(k)
+        last_end = end
+    marked = flagged(messages, special_tokens)
+    spans = content_spans(template, messages, marked, text) if marked else ()
+    return RenderedDialogue(text, tuple(turns), tuple(turn_messages), spans)
+
+
+def _count_trained(messages: Sequence[Message]) -> tuple[int, list[int]]:
+    where = [k for k, m in enumerate(messages) if m.trained]
+    return len(where), where
+
+
+def _check_policy(max_turns: int, on_extra_turns: str) -> None:
+    if on_extra_turns not in ON_EXTRA_TURNS:
+        raise ValueError(f"on_extra_turns must be one of {', '.join(ON_EXTRA_TURNS)}, "
+                         f"got {on_extra_turns!r}")
+    segment_names(max_turns)  # validates max_turns
+
+
+def _too_many(count: int, max_turns: int, message_index: int) -> DialogueProblem:
+    return DialogueProblem(f"dialogue has {count} trained assistant turns, more than "
+                           f"max_turns={max_turns} (on_extra_turns=abort)", message_index)
+
+
+def lay_out(rendered: RenderedDialogue, *, max_turns: int,
+            on_extra_turns: str = "abort") -> Layout:
+    """Lay the trained turns into records of `segment_names(max_turns)` (module
+    docstring)."""
+    _check_policy(max_turns, on_extra_turns)
+    text, turns = rendered.text, rendered.turns
+    count = len(turns)
+    if count == 0:
+        raise DialogueProblem("dialogue has no trained assistant turn")
+    if count > max_turns:
+        if on_extra_turns == "abort":
+            raise _too_many(count, max_turns, rendered.turn_messages[max_turns])
+        if on_extra_turns == "skip":
+            return Layout((), count, skipped=True)
+    width = 2 * max_turns + 1
+    records = []
+    for first in range(0, count, max_turns):
+        group = turns[first:first + max_turns]
+        last = first + max_turns >= count
+        end = len(text) if last else group[-1][1]
+        bounds, cursor = [], 0
+        for s, e in group:
+            bounds += [(cursor, s), (s, e)]
+            cursor = e
+        bounds.append((cursor, end))
+        bounds += [(end, end)] * (width - len(bounds))
+        plain = ()
+        if rendered.content_spans:
+            plain = segment_spans([(i, a, b) for i, (a, b) in enumerate(bounds)],
+                                  rendered.content_spans)
+        records.append(ChatRecord(tuple(text[a:b] for a, b in bounds), plain, first, len(group)))
+    return Layout(tuple(records), count)
+
+
+def chat_records(template, messages: Sequence[Message], *, max_turns: int,
+                 on_extra_turns: str = "abort",
+                 special_tokens: Sequence[str] | None = ()) -> Layout:
+    """Render and lay out one dialogue. Dialogues that are skipped, or aborted for too
+    many turns, or have no trained turn are decided before rendering anything."""
+    _check_policy(max_turns, on_extra_turns)
+    count, where = _count_trained(messages)
+    if count == 0:
+        raise DialogueProblem("dialogue has no trained assistant turn")
+    if count > max_turns and on_extra_turns == "abort":
+        raise _too_many(count, max_turns, where[max_turns])
+    if count > max_turns and on_extra_turns == "skip":
+        return Layout((), count, skipped=True)
+    rendered = render_dialogue(template, messages, special_tokens=special_tokens)
+    return lay_out(rendered, max_turns=max_turns, on_extra_turns=on_extra_turns)
