@@ -16,6 +16,26 @@ class _Source(_Block):
                                     "templates": _listed(templates)}
         return self._job
 
+    def chat(self, *, files: Sequence[str], format: str = "messages", chat_template: str,
+             template_vars: dict | None = None, max_turns: int = 1,
+             on_extra_turns: str = "split") -> "UnitBuildJob":
+        """Dialogues (OpenAI `messages` or ShareGPT `conversations`), one trained segment
+        `assistant_<i>` per assistant turn, context between (see README, Chat data)."""
+        self._job._raw["source"] = {
+            "type": "chat", "files": _listed(files), "format": format,
+            "chat_template": chat_template, "template_vars": dict(template_vars or {}),
+            "max_turns": max_turns, "on_extra_turns": on_extra_turns}
+        return self._job
+
+    def preference(self, *, files: Sequence[str], chat_template: str | None = None,
+                   template_vars: dict | None = None) -> "UnitBuildJob":
+        """Preference pairs `{prompt, chosen, rejected}`: one record with segments
+        `prompt`, `chosen`, `rejected` (TRL's shapes; strings or message lists)."""
+        self._job._raw["source"] = {
+            "type": "preference", "files": _listed(files), "chat_template": chat_template,
+            "template_vars": dict(template_vars or {})}
+        return self._job
+
 
 class _Tokenizer(_Block):
     """Options (all keyword-only, for every file of the block; validated at run()):

@@ -213,7 +213,7 @@ def batch_counts(element):
 def expand_histograms(p, plans: dict, ranges, result_path: str):
     """Add the histogram pass to `p`: the per-dataset histograms and the first bad line
     (as an error payload, or None) are written as JSON to the local `result_path`."""
-    from mintdim_beam.build.graph import _read_and_tokenize
+    from mintdim_beam.build.graph import _read_and_tokenize, real_errors
     from mintdim_beam.build.transforms.finalize import FirstError
     from mintdim_beam.build.transforms.gather import ApplyToAll
 
@@ -222,7 +222,7 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
     histograms = (tokenized
                   | "BatchCounts" >> beam.Map(batch_counts)
                   | "HistogramPerDataset" >> beam.CombinePerKey(_CounterSum()))
-    error = bad_lines | "FirstError" >> FirstError(datasets, numbering)
+    error = real_errors(bad_lines) | "FirstError" >> FirstError(datasets, numbering)
 
     def save(hists, err):
         doc = {"histograms": {str(ds): {str(c): int(n) for c, n in sorted(h.items())}

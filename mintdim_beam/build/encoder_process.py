@@ -445,12 +445,12 @@ def _head_start(encoders, plans, byte_range, batch_size, share, shares, max_samp
     unexpected (a file this process cannot open, a dataset it has no encoder for) only
     ends the head start."""
     from mintdim_beam.core.input_files import open_range
-    from mintdim_beam.core.render_batch import Layout, render_entries
+    from mintdim_beam.core.render_batch import layout_for, render_entries
     from mintdim_beam.core.source import RangeBatches
 
     ds, read = byte_range.dataset, 0
     try:
-        encoder, layout = encoders[ds], Layout(plans[ds])
+        encoder, layout = encoders[ds], layout_for(plans[ds])
         # open_range raises SourceChangedError for a file changed since planning: the
         # head start ends, and the build's own read of the range reports it.
         with open_range(byte_range) as handle:

@@ -23,9 +23,20 @@ from mintdim_beam.build.transforms.stats import BuildStats
 from mintdim_beam.build.transforms.tokenize import Tokenize
 from mintdim_beam.build.transforms.write import WriteIndexParts, WriteShards
 from mintdim_beam.core import storage
-from mintdim_beam.core.failures import LongLinePending
+from mintdim_beam.core.failures import ExtraTurnsPending, LongLinePending
 from mintdim_beam.core.input_files import manifest_inputs
 from mintdim_beam.core.source import number_ranges
+
+
+# Pending "errors" the overflow decision may turn into skips: a line over --max_line_bytes
+# (skipped under on_overflow=skip) and a dialogue with extra turns (always skipped).
+SKIPPABLE = (LongLinePending, ExtraTurnsPending)
+
+
+def real_errors(pending):
+    """The pending errors that are errors whatever the policies (for passes that only
+    report, such as the prompt's survey and `plan`)."""
+    return pending | "NotSkips" >> beam.Filter(lambda e: not isinstance(e, ExtraTurnsPending))
 
 
 def _read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
@@ -55,7 +66,7 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     tokenized = tokenized | "StageRecords" >> StageRecords(plans, stages_records(p.options))
     # Lines over --max_line_bytes are decided with the overflows: skipped or an error.
     bad_lines, long_lines = bad_lines | "LongLines" >> beam.Partition(
-        lambda error, _: int(isinstance(error, LongLinePending)), 2)
+        lambda error, _: int(isinstance(error, SKIPPABLE)), 2)
     overflow_plans = (tokenized, numbering, long_lines) | "DecideOverflows" >> DecideOverflows(
         plans, datasets, choosers)
     offsets = (tokenized, overflow_plans) | "UnitOffsets" >> UnitOffsets(plans)
@@ -85,7 +96,7 @@ def expand_overflow_survey(p, plans: dict, ranges, result_path: str):
                   | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
                   | "Number" >> ApplyToAll(lambda c, num: number_candidates(c, datasets, num),
                                            beam.pvalue.AsSingleton(numbering)))
-    error = bad_lines | "FirstError" >> FirstError(datasets, numbering)
+    error = real_errors(bad_lines) | "FirstError" >> FirstError(datasets, numbering)
 
     def save(cands, err):
         storage.write_atomic(result_path, pickle.dumps({"candidates": cands, "error": err}),

@@ -36,6 +36,9 @@ class Candidate(NamedTuple):
     source_file: str
     source_line: int
     line_bytes: int | None = None  # set for a line over --max_line_bytes, never tokenized
+    trained_kept: int | None = None  # dialogues: trained tokens left if truncated to the max
+    trained_turns: int | None = None  # set for a dialogue skipped for its extra turns
+    part: int | None = None  # which record of a split dialogue (`on_extra_turns="split"`)
 
 
 class Outcome(NamedTuple):
@@ -98,7 +101,12 @@ def decide_overflows(declared, candidates, choose: Chooser,
     dtype stores; an extend past it stops the build (its lengths would wrap)."""
     sizes = sorted(declared)
     outcomes, rows = {}, []
-    for cand in sorted(candidates, key=lambda c: c.sample_id):
+    # Split dialogues give several records with one sample_id: `order` keeps them apart.
+    for cand in sorted(candidates, key=lambda c: (c.sample_id, c.order)):
+        if cand.trained_turns is not None:  # on_extra_turns="skip": never an error
+            outcomes[cand.order] = Outcome("skip", None, sizes[-1])
+            rows.append(extra_turns_row(cand, sizes[-1]))
+            continue
         if cand.line_bytes is not None:
             if not skips_long_lines(choose):
                 return OverflowPlan(outcomes, sizes, rows, cand, "long_line")
@@ -116,7 +124,11 @@ def decide_overflows(declared, candidates, choose: Chooser,
         row = {"sample_id": cand.sample_id, "source_file": cand.source_file,
                "source_line": cand.source_line, "token_count": cand.token_count,
                "max_unit_size": max_size, "action": action}
-        if action == "truncate":
+        if action == "truncate" and cand.trained_kept == 0:
+            # A record with nothing left to train on is no training data: skipped.
+            outcomes[cand.order] = Outcome("skip", None, max_size)
+            row.update(action="skip", reason="no trained tokens left after truncation")
+        elif action == "truncate":
             outcomes[cand.order] = Outcome("truncate", max_size, max_size)
         elif action == "skip":
             outcomes[cand.order] = Outcome("skip", None, max_size)
@@ -131,8 +143,47 @@ def decide_overflows(declared, candidates, choose: Chooser,
             row["new_unit_size"] = new_size
         else:
             raise ValueError(f"unknown overflow action {action!r}")
+        if cand.part is not None:
+            row["part"] = cand.part
         rows.append(row)
     return OverflowPlan(outcomes, sizes, rows, None)
+
+
+def extra_turns_row(cand: Candidate, max_size: int) -> dict:
+    """The overflow row of a dialogue skipped for having more trained turns than
+    `max_turns` (`on_extra_turns="skip"`): never tokenized, so no token count."""
+    return {"sample_id": cand.sample_id, "source_file": cand.source_file,
+            "source_line": cand.source_line, "token_count": None, "max_unit_size": max_size,
+            "action": "skip", "trained_turns": cand.trained_turns}
+
+
+def kept_lengths(lengths: np.ndarray, keep, trained=None, even=False) -> np.ndarray:
+    """Segment lengths after truncating rows of `lengths` to `keep` tokens each: from the
+    end, segment by segment (mintdim's rule); or, with `even` (preference pairs), the
+    untrained segments kept and the trained ones (both completions) cut to one common
+    length, the largest that fits."""
+    if not even:
+        return truncated_lengths(lengths, keep)
+    keep = np.broadcast_to(np.asarray(keep), lengths.shape[:1])
+    out = truncated_lengths(np.where(trained, 0, lengths), keep)  # the context first
+    room = keep - out.sum(axis=1)
+    for row in range(len(lengths)):
+        completions = lengths[row][trained]
+        cap = _common_cap(completions, int(room[row]))
+        out[row][trained] = np.minimum(completions, cap)
+    return out
+
+
+def _common_cap(lengths: np.ndarray, room: int) -> int:
+    """The largest L with sum(min(length, L)) <= room."""
+    low, high = 0, int(lengths.max(initial=0))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if int(np.minimum(lengths, mid).sum()) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def long_line_row(cand: Candidate, max_size: int) -> dict:

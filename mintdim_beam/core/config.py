@@ -13,6 +13,7 @@ from mintdim_beam.core.errors import (FieldMappingError, MintDimFileNotFoundErro
                                       SamplesPerShardError, TemplateMappingError,
                                       TokenizerMappingError, TokenizerValidationError,
                                       UnitMappingError, UnitValidationError)
+from mintdim_beam.core.sources import DialogueSource, dialogue_source, source_kind
 from mintdim_beam.core.special_tokens import TokenizerOptions, check_options
 from mintdim_beam.core.tokenizers import KINDS
 
@@ -44,6 +45,7 @@ class Dataset:
     run_id: str = ""  # set by the launcher: this run's scratch files are its own
     # the tokenizer block's options (tokenizer_config.json, pad, bos/eos): for all files
     tokenizer_options: TokenizerOptions = TokenizerOptions()
+    dialogue: DialogueSource | None = None  # chat or preference source; None: templated fields
 
     @property
     def scratch_path(self) -> str:
@@ -57,6 +59,8 @@ def _pick(values: list, index: int):
 
 def _check_missing(raw: dict) -> None:
     missing: list[str] = []
+    source = raw.get("source")
+    dialogue = isinstance(source, dict) and source_kind(source) != "jsonl"
     blocks = {
         "source": ("source", ["files", "fields", "templates"], ["source.files", "source.fields", "source.templates"]),
         "units": ("units", ["sizes", "build_batch"], ["units.sizes", "units.build_batch"]),
@@ -69,6 +73,8 @@ def _check_missing(raw: dict) -> None:
                 missing.append("tokenizer")
             continue
         _, keys, labels = blocks[block]
+        if block == "source" and dialogue:  # a dialogue source has no fields/templates
+            keys, labels = keys[:1], labels[:1]
         if not value or not isinstance(value, dict):
             missing.extend(labels)
             continue
@@ -81,24 +87,37 @@ def _is_int(value) -> bool:
     return type(value) is int
 
 
-def _check_source(source: dict) -> tuple[list[str], list[list[str]], list[str]]:
-    files, fields, templates = source["files"], source["fields"], source["templates"]
+def _check_files(files) -> list[str]:
     if isinstance(files, str) or not isinstance(files, (list, tuple)):
         raise PipelineValidationError(missing=["source.files (a list of JSONL paths)"])
     for i, path in enumerate(files):
         if not isinstance(path, str):
             raise PipelineValidationError(
                 missing=[f"source.files[{i}] (a path string, got {type(path).__name__})"])
+    return list(files)
+
+
+def _existing(files: list[str]) -> list[str]:
+    for path in files:
+        if not storage.is_file(storage.resolve(path)):
+            raise MintDimFileNotFoundError(context="source", missing_file=path)
+    return files
+
+
+def _check_source(source: dict):
+    """(files, fields, templates, dialogue settings or None)."""
+    kind = source_kind(source)
+    if kind != "jsonl":
+        dialogue = dialogue_source(source, kind)
+        return _existing(_check_files(source["files"])), [[]], [""], dialogue
+    files, fields, templates = _check_files(source["files"]), source["fields"], source["templates"]
     if isinstance(fields, str) or not all(
             isinstance(group, (list, tuple)) and all(isinstance(f, str) for f in group)
             for group in fields):
         raise PipelineValidationError(missing=["source.fields (a list of lists of field names)"])
     if isinstance(templates, str) or not all(isinstance(t, str) for t in templates):
         raise PipelineValidationError(missing=["source.templates (a list of template strings)"])
-    for path in files:
-        if not storage.is_file(storage.resolve(path)):
-            raise MintDimFileNotFoundError(context="source", missing_file=path)
-    return list(files), [list(g) for g in fields], list(templates)
+    return _existing(files), [list(g) for g in fields], list(templates), None
 
 
 def _check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
@@ -184,7 +203,7 @@ _SETTINGS = ("fields", "template", "tokenizer", "sizes", "build_batch", "samples
 def resolve_datasets(raw: dict) -> list[Dataset]:
     """Validate `raw` and return the output datasets in input-file order."""
     _check_missing(raw)
-    files, fields, templates = _check_source(raw["source"])
+    files, fields, templates, dialogue = _check_source(raw["source"])
     kind, tokenizers, tokenizer_options = _check_tokenizer(raw["tokenizer"])
     sizes, batches = _check_units(raw["units"])
     outputs, counts = _check_output(raw["output"])
@@ -234,5 +253,6 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
             output_path=out_path,
             samples_per_shard=first["samples_per_shard"],
             tokenizer_options=tokenizer_options,
+            dialogue=dialogue,
         ))
     return datasets

@@ -36,6 +36,8 @@ class BatchEncoder:
         self._plan = plan
         self._tokenizer = tokenizer
         self._dtype = np.uint16 if plan.token_dtype == "uint16" else np.uint32
+        # Dialogue segments may come as (piece, is_plain) pieces (`render_dialogues`).
+        self._may_have_pieces = plan.dataset.dialogue is not None
         self._literal_surfaces = {
             i: tokenizer.surfaces(s.content, [k for k, t in enumerate(plan.literal_ids[i])
                                               if t == plan.unk_id])
@@ -47,7 +49,11 @@ class BatchEncoder:
         """lengths: (samples, segments) int64; tokens: the flat payload of the whole batch;
         unks: {sample index: (positions, segment indices, surfaces)} for samples with UNK."""
         plan, tokenizer = self._plan, self._tokenizer
-        encoded = tokenizer.encode_many([t for row in texts for t in row])
+        flat = [t for row in texts for t in row]
+        if self._may_have_pieces:
+            encoded = encode_with_pieces(tokenizer, flat)
+        else:
+            encoded = tokenizer.encode_many(flat)
         m, n = len(texts), plan.n_segments
         pieces = []
         field_iter = iter(encoded)
@@ -64,12 +70,30 @@ class BatchEncoder:
         if len(unk_at):
             sample_of = np.repeat(np.arange(m), lengths.sum(axis=1))
             for i in np.unique(sample_of[unk_at]).tolist():
-                fields = iter(texts[i])
+                fields = (t if type(t) is str else "".join(p for p, _ in t) for t in texts[i])
                 row_texts = [s.content if s.kind == "literal" else next(fields)
                              for s in plan.template.segments]
                 unks[i] = unk_details(tokenizer, row_texts, pieces[i * n:(i + 1) * n],
                                       plan.unk_id, self._literal_surfaces)
         return lengths, tokens, unks
+
+
+def encode_with_pieces(tokenizer, flat: list) -> list:
+    """`tokenizer.encode_many(flat)` where some values are `(piece, is_plain)` tuples: a
+    segment holding user text with special-token strings. Its plain pieces are encoded
+    as text only (`encode_plain_many`: no user can inject `<|eot_id|>`), the others as
+    template text, in one call each for the whole batch."""
+    marked = [i for i, value in enumerate(flat) if type(value) is not str]
+    if not marked:
+        return tokenizer.encode_many(flat)
+    encoded = tokenizer.encode_many([v if type(v) is str else "" for v in flat])
+    pieces = [piece for i in marked for piece in flat[i]]
+    normal = iter(tokenizer.encode_many([text for text, plain in pieces if not plain]))
+    plain = iter(tokenizer.encode_plain_many([text for text, plain in pieces if plain]))
+    for i in marked:
+        encoded[i] = [token for _, is_plain in flat[i]
+                      for token in next(plain if is_plain else normal)]
+    return encoded
 
 
 def entry_sizes(entries) -> np.ndarray:

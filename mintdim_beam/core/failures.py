@@ -43,6 +43,15 @@ class LongLinePending(PendingError):
     line_bytes: int = 0
 
 
+@dataclass(frozen=True)
+class ExtraTurnsPending(PendingError):
+    """A dialogue with more trained turns than `max_turns` under `on_extra_turns="skip"`:
+    never an error, always skipped and indexed (it keeps its sample's number)."""
+
+    local_sample: int = 0
+    trained_turns: int = 0
+
+
 def resolve(pending: PendingError, numbering: dict, datasets) -> dict:
     """The error's payload with its real file and 1-based line number."""
     line_offset, _ = numbering[(pending.dataset, pending.file_pos, pending.range_no)]

@@ -90,19 +90,24 @@ def _json_names(names: tuple) -> str:
 
 
 # The hot rows are formatted directly; tests check they equal json.dumps of the dict.
-def sample_row(sample_id, digest, token_count, unit, source_file_json, source_line, shard, empty):
-    """`source_file_json` is `json_string(source_file)`, computed once per file."""
+def sample_row(sample_id, digest, token_count, unit, source_file_json, source_line, shard, empty,
+               part=None):
+    """`source_file_json` is `json_string(source_file)`, computed once per file. `part`:
+    which record of a dialogue split by `on_extra_turns="split"` (a key of ours, last)."""
     return (f'{{"sample_id": {sample_id}, "hash": "{digest}", "token_count": {token_count}, '
             f'"unit_size": {unit}, "source_file": {source_file_json}, '
             f'"source_line": {source_line}, "shard_path": "{shard}", '
-            f'"empty_fields": {_json_names(tuple(empty)) if empty else "[]"}}}\n')
+            f'"empty_fields": {_json_names(tuple(empty)) if empty else "[]"}'
+            f'{"" if part is None else f", {chr(34)}part{chr(34)}: {part}"}}}\n')
 
 
-def unk_row(sample_id, digest, source_file_json, source_line, positions, fields, chars):
+def unk_row(sample_id, digest, source_file_json, source_line, positions, fields, chars,
+            part=None):
     return (f'{{"sample_id": {sample_id}, "hash": "{digest}", "source_file": {source_file_json}, '
             f'"source_line": {source_line}, "unk_count": {len(positions)}, '
             f'"unk_positions": {_int_list(positions)}, "unk_field_indices": {_int_list(fields)}, '
-            f'"unk_chars": {_json_list(chars)}}}\n')
+            f'"unk_chars": {_json_list(chars)}'
+            f'{"" if part is None else f", {chr(34)}part{chr(34)}: {part}"}}}\n')
 
 
 def duplicate_row(digest, members) -> str:
@@ -146,12 +151,24 @@ def manifest_doc(plan, sizes, extra: dict) -> str:
         "sequence_template": plan.template.sequence_template,
         "length_field_metadata": LENGTH_FIELD,
         "units": {"sizes": list(sizes), "build_batch": ds.build_batch},
-        "source": {"files": [f.given for f in ds.files], "fields": [list(ds.fields)],
-                   "templates": [ds.template]},
+        "source": _source_block(plan),
         "output": {"samples_per_shard": ds.samples_per_shard},
     }
     doc.update(extra)
     return json_document(doc)
+
+
+def _source_block(plan) -> dict:
+    """mintdim's `source` for templated fields; a dialogue dataset's settings otherwise,
+    with the date a chat template's `strftime_now` printed (fixed, so rebuilds agree)."""
+    ds = plan.dataset
+    files = [f.given for f in ds.files]
+    if ds.dialogue is None:
+        return {"files": files, "fields": [list(ds.fields)], "templates": [ds.template]}
+    block = ds.dialogue.manifest_block(files)
+    if plan.chat_template is not None and plan.chat_template.reads_clock:
+        block["strftime_now"] = plan.chat_template.now_text
+    return block
 
 
 def empty_unit_notice(size: int) -> str:

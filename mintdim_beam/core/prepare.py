@@ -6,8 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from mintdim_beam.core import storage
+from mintdim_beam.core.chat import (BUILTIN_TEMPLATES, ChatTemplate, TemplateSourceError,
+                                    builtin_template)
 from mintdim_beam.core.config import Dataset
-from mintdim_beam.core.errors import TokenDTypeCapacityError
+from mintdim_beam.core.errors import (MintDimFileNotFoundError, PipelineValidationError,
+                                      TokenDTypeCapacityError)
+from mintdim_beam.core.sources import DialogueSource, dialogue_template
 from mintdim_beam.core.special_tokens import TokenizerFacts, resolve_facts
 from mintdim_beam.core.template import EDGE_NAMES, CompiledTemplate, Segment, compile_template
 from mintdim_beam.core.tokenizers import load_tokenizer
@@ -28,6 +33,7 @@ class DatasetPlan:
     literal_ids: tuple  # per segment: tuple of ids for literals, None for fields
     literal_unk_segments: tuple  # indices of literal segments whose ids contain UNK
     facts: TokenizerFacts | None = None  # special tokens, chat template (`special_tokens`)
+    chat_template: ChatTemplate | None = None  # dialogue datasets with a template
 
     @property
     def n_segments(self) -> int:
@@ -54,8 +60,13 @@ def prepare(dataset: Dataset) -> DatasetPlan:
     tokenizer = load_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
                                dataset.tokenizer_given)
     facts = resolve_facts(tokenizer, dataset.tokenizer_options, dataset.tokenizer_given)
-    compiled = with_edges(compile_template(dataset.template, list(dataset.fields),
-                                           dataset.files[0].given), facts)
+    if dataset.dialogue is None:
+        template = compile_template(dataset.template, list(dataset.fields), dataset.files[0].given)
+        chat = None
+    else:
+        template = dialogue_template(dataset.dialogue)
+        chat = load_chat_template(dataset.dialogue, facts)
+    compiled = with_edges(template, facts)
     dtype, magic, width = select_dtype(tokenizer.vocab_size)
     check_unit_sizes(dataset.sizes, dtype, magic, tokenizer.vocab_size)
     literal_ids = []
@@ -75,7 +86,33 @@ def prepare(dataset: Dataset) -> DatasetPlan:
         dataset=dataset, template=compiled, vocab_size=tokenizer.vocab_size,
         unk_id=tokenizer.unk_id, pad_id=facts.pad.id, token_dtype=dtype, magic=magic,
         bytes_per_token=width, literal_ids=tuple(literal_ids),
-        literal_unk_segments=tuple(unk_segments), facts=facts)
+        literal_unk_segments=tuple(unk_segments), facts=facts, chat_template=chat)
+
+
+def load_chat_template(dialogue: DialogueSource, facts: TokenizerFacts) -> ChatTemplate | None:
+    """The dialogue source's template, compiled on the driver (a config error before any
+    output): the tokenizer's own (`tokenizer_config.json`), a built-in name, or a file."""
+    spec = dialogue.chat_template
+    if spec is None:
+        return None
+    if spec == "tokenizer":
+        if not facts.chat_template:
+            raise PipelineValidationError(missing=[
+                "a chat_template in the tokenizer config (tokenizer.config: tokenizer_config.json), "
+                "or source.chat_template naming a built-in template or a .jinja file"])
+        text, name = facts.chat_template, "tokenizer"
+    elif spec in BUILTIN_TEMPLATES:
+        text, name = builtin_template(spec), spec
+    else:
+        path = storage.resolve(spec)
+        if not storage.is_file(path):
+            raise MintDimFileNotFoundError(context="chat template", missing_file=spec)
+        text, name = storage.read_bytes(path).decode("utf-8"), spec
+    try:
+        return ChatTemplate(text, bos_token=facts.bos_token or "", eos_token=facts.eos_token or "",
+                            template_vars=dialogue.variables, name=name)
+    except TemplateSourceError as exc:
+        raise PipelineValidationError(missing=[f"source.chat_template: {exc}"]) from None
 
 
 def with_edges(compiled: CompiledTemplate, facts: TokenizerFacts) -> CompiledTemplate:

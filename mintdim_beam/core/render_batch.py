@@ -15,6 +15,7 @@ import numpy as np
 
 from mintdim_beam.core.encode_batch import entry_sizes
 from mintdim_beam.core.failures import LongLinePending, PendingError
+from mintdim_beam.core.render_dialogues import DialogueLayout, render_dialogue_entries
 from mintdim_beam.core.source import long_line_reason
 from mintdim_beam.core.template import EDGE_NAMES, json_type_name, render_value
 
@@ -60,7 +61,32 @@ class Layout:
         self.slot_parts = [i for i, s in enumerate(segments) if s.kind == "field"]
 
 
-def render_entries(layout: Layout, chunk_key, entries):
+def parse_row(chunk_key, local_line, text):
+    """(the line's JSON value, None) or (None, its SourceParseError): not JSON, not an
+    object."""
+    try:
+        row, end = _SCAN(text, 0)
+        if end != len(text):
+            raise ValueError("extra data")
+    except (StopIteration, ValueError):
+        try:  # json.loads has the canonical message for every syntax error
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, _parse_error(chunk_key, local_line, f"invalid JSON syntax: {exc.msg}")
+        raise
+    if type(row) is not dict:
+        return None, _parse_error(chunk_key, local_line, "JSONL row is not a JSON object")
+    return row, None
+
+
+def layout_for(plan):
+    """How a dataset's lines render: templated fields, or dialogues (`render_dialogues`)."""
+    if plan.dataset.dialogue is not None:
+        return DialogueLayout(plan)
+    return Layout(plan)
+
+
+def render_entries(layout, chunk_key, entries):
     """(local sample, local line, text, problem) entries -> (batch or None, errors).
 
     The batch: samples and lines (int64 arrays), texts (each sample's field values in
@@ -68,29 +94,20 @@ def render_entries(layout: Layout, chunk_key, entries):
     the fields rendered empty} for the samples with any), and entry_sizes and
     first_sample, which say how the helpers split the batch
     (`encode_batch.share_bounds`); errors: one `PendingError` per bad line."""
+    if isinstance(layout, DialogueLayout):
+        return render_dialogue_entries(layout, chunk_key, entries, parse_row, _bad_line)
     declared, slot_values, slot_names = layout.declared, layout.slot_values, layout.slot_names
     parts, slot_parts = list(layout.parts), layout.slot_parts
-    loads, scan, sha256, only_str = json.loads, _SCAN, hashlib.sha256, {str}
+    sha256, only_str = hashlib.sha256, {str}
     samples, lines, texts, digests, errors = [], [], [], [], []
     empty = {}  # only samples with empty fields: 100k empty lists cost 0.02 s to unpickle
     for sample, local_line, text, problem in entries:
         if problem is not None:
             errors.append(_bad_line(chunk_key, sample, local_line, problem))
             continue
-        try:
-            row, end = scan(text, 0)
-            if end != len(text):
-                raise ValueError("extra data")
-        except (StopIteration, ValueError):
-            try:  # json.loads has the canonical message for every syntax error
-                loads(text)
-            except json.JSONDecodeError as exc:
-                errors.append(_parse_error(chunk_key, local_line,
-                                           f"invalid JSON syntax: {exc.msg}"))
-                continue
-            raise
-        if type(row) is not dict:
-            errors.append(_parse_error(chunk_key, local_line, "JSONL row is not a JSON object"))
+        row, error = parse_row(chunk_key, local_line, text)
+        if error is not None:
+            errors.append(error)
             continue
         try:
             values = [row[name] for name in declared]

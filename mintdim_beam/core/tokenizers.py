@@ -38,6 +38,9 @@ class SentencePieceTokenizer:
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return self._sp.encode(texts, out_type=int, num_threads=self.threads)
 
+    # SentencePiece never reads special tokens out of text: plain text is any text.
+    encode_plain_many = encode_many
+
     def surfaces(self, text: str, positions: list[int]) -> list[str]:
         """Source substring of the tokens at `positions`: SentencePiece's piece surface."""
         try:
@@ -84,6 +87,14 @@ class HuggingFaceTokenizer:
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return [enc.ids for enc in self._tk.encode_batch(texts, add_special_tokens=False)]
+
+    def encode_plain_many(self, texts: list[str]) -> list[list[int]]:
+        """Special-token strings in `texts` (user content) as plain text, never as ids."""
+        self._tk.encode_special_tokens = True
+        try:
+            return self.encode_many(texts)
+        finally:
+            self._tk.encode_special_tokens = False
 
     def surfaces(self, text: str, positions: list[int]) -> list[str]:
         """Source substring of the tokens at `positions`, from the tokenizer's offsets."""

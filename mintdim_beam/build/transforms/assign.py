@@ -15,7 +15,7 @@ from mintdim_beam.build.transforms.gather import ApplyToAll
 from mintdim_beam.build.transforms.stage import (BlockRange, block_path, block_sections,
                                                  unit_records)
 from mintdim_beam.build.units import (Candidate, assign_declared, decide_overflows,
-                                      truncated_lengths)
+                                      kept_lengths)
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core.failures import PendingError
 from mintdim_beam.core.source import long_line_reason
@@ -52,8 +52,37 @@ def overflow_candidates(plans, element):
     totals = batch["lengths"].sum(axis=1)
     js = np.nonzero(totals > plan.dataset.sizes[-1])[0]
     if len(js):
-        yield chunk_key, np.stack([js, batch["samples"][js], batch["lines"][js], totals[js]],
-                                  axis=1).astype(np.int64)
+        trained_kept = np.full(len(js), -1, dtype=np.int64)  # -1: not a dialogue
+        trained, even = truncation_rule(plan)
+        if trained is not None:  # what truncation would leave to train on
+            kept = kept_lengths(batch["lengths"][js], plan.dataset.sizes[-1], trained, even)
+            trained_kept = kept[:, trained].sum(axis=1)
+        parts = batch["parts"][js] if "parts" in batch else np.full(len(js), -1)
+        yield chunk_key, np.stack([js, batch["samples"][js], batch["lines"][js], totals[js],
+                                   trained_kept, parts], axis=1).astype(np.int64)
+
+
+def remap_unks(details, full, kept):
+    """A sample's UNK (positions, segment indices, surfaces) after its segments were cut
+    to `kept` tokens each (from `full`): positions move with their segment."""
+    old_starts, new_starts = np.cumsum(full) - full, np.cumsum(kept) - kept
+    out = ([], [], [])
+    for position, segment, surface in zip(*details):
+        offset = position - old_starts[segment]
+        if offset < kept[segment]:
+            out[0].append(int(new_starts[segment] + offset))
+            out[1].append(segment)
+            out[2].append(surface)
+    return out
+
+
+def truncation_rule(plan) -> tuple:
+    """(trained-segment mask, even) of a dialogue dataset, (None, False) otherwise:
+    preference pairs cut both completions evenly, dialogues from the end."""
+    if plan.dataset.dialogue is None:
+        return None, False
+    trained = np.array([s.kind == "trained" for s in plan.template.segments])
+    return trained, plan.dataset.dialogue.kind == "preference"
 
 
 def number_candidates(candidates, datasets, numbering) -> dict:
@@ -66,15 +95,18 @@ def number_candidates(candidates, datasets, numbering) -> dict:
         by_ds.setdefault(ds, []).extend(
             Candidate(order=chunk_key + (j, local_line), sample_id=sample_offset + local_sample,
                       token_count=token_count, source_file=source_file,
-                      source_line=line_offset + local_line + 1)
-            for j, local_sample, local_line, token_count in entries.tolist())
+                      source_line=line_offset + local_line + 1,
+                      trained_kept=None if trained_kept < 0 else trained_kept,
+                      part=None if part < 0 else part)
+            for j, local_sample, local_line, token_count, trained_kept, part in entries.tolist())
     return by_ds
 
 
 def number_long_lines(long_lines, datasets, numbering) -> dict:
-    """Lines over --max_line_bytes (`LongLinePending`) -> {dataset: [Candidate]}. Their
-    order has batch and j -1: they are in no tokenized batch, so AssignFn never looks
-    them up, and the decision sorts by sample_id."""
+    """Lines over --max_line_bytes (`LongLinePending`) and dialogues skipped for their
+    extra turns (`ExtraTurnsPending`) -> {dataset: [Candidate]}. Their order has batch
+    and j -1: they are in no tokenized batch, so AssignFn never looks them up, and the
+    decision sorts by sample_id."""
     by_ds: dict = {}
     for pending in long_lines:
         line_offset, sample_offset = numbering[pending.order[:3]]
@@ -82,7 +114,9 @@ def number_long_lines(long_lines, datasets, numbering) -> dict:
             order=pending.order[:3] + (-1, -1, pending.local_line),
             sample_id=sample_offset + pending.local_sample, token_count=None,
             source_file=datasets[pending.dataset].files[pending.file_pos].given,
-            source_line=line_offset + pending.local_line + 1, line_bytes=pending.line_bytes))
+            source_line=line_offset + pending.local_line + 1,
+            line_bytes=getattr(pending, "line_bytes", None),
+            trained_turns=getattr(pending, "trained_turns", None)))
     return by_ds
 
 
@@ -168,8 +202,16 @@ class AssignFn(beam.DoFn):
             if outcome.action == "truncate":
                 keep[j] = outcome.unit
                 truncated.append(j)
+        full = lengths
         if truncated:
-            lengths[truncated] = truncated_lengths(lengths[truncated], keep[truncated])
+            trained, even = truncation_rule(plan)
+            lengths = lengths.copy()
+            lengths[truncated] = kept_lengths(lengths[truncated], keep[truncated], trained, even)
+            if even:  # both completions cut: UNK positions move with them
+                for j in truncated:
+                    if j in batch["unks"]:
+                        batch = {**batch, "unks": {**batch["unks"], j: remap_unks(
+                            batch["unks"][j], full[j], lengths[j])}}
 
         # Rank within the unit = earlier batches' count (prefix sum) + order in this batch.
         written = np.nonzero(units > 0)[0]
@@ -189,8 +231,10 @@ class AssignFn(beam.DoFn):
         unit_l, keep_l, shard_l = units.tolist(), keep.tolist(), shards.tolist()
         digests, empty, unks = batch["digests"], batch["empty"], batch["unks"]
         shard_name = fmt.shard_name
+        parts = batch["parts"].tolist() if "parts" in batch else None  # split dialogues
         sample_rows = [fmt.sample_row(sample_ids[j], digests[j], keep_l[j], unit_l[j], file_json,
-                                      lines[j], shard_name(unit_l[j], shard_l[j]), empty.get(j))
+                                      lines[j], shard_name(unit_l[j], shard_l[j]), empty.get(j),
+                                      None if parts is None else parts[j])
                        for j in idx]
         unk_rows, unk_samples, unk_tokens = [], 0, 0
         for j in sorted(unks):
@@ -201,7 +245,8 @@ class AssignFn(beam.DoFn):
             if kept:
                 unk_rows.append(fmt.unk_row(sample_ids[j], digests[j], file_json, lines[j],
                                             [positions[k] for k in kept], [fields[k] for k in kept],
-                                            [chars[k] for k in kept]))
+                                            [chars[k] for k in kept],
+                                            None if parts is None else parts[j]))
                 unk_samples += 1
                 unk_tokens += len(kept)
         # Hash entries travel in buckets sized like a shard, not one element per sample:
@@ -240,7 +285,7 @@ class AssignFn(beam.DoFn):
                         block, sections[unit] + int(block_index[js[0]]) * width, len(js) * width))
                     continue
                 yield key, (rank, unit_records(plan, unit, tokens, starts[js], keep[js],
-                                               lengths[js]).tobytes())
+                                               lengths[js], full[js]).tobytes())
 
         if sample_rows:
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))

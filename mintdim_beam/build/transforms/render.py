@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from mintdim_beam.core.render_batch import Layout, render_entries
+from mintdim_beam.core.render_batch import layout_for, render_entries
 
 ERRORS = "errors"
 
@@ -17,7 +17,7 @@ class RenderFn(beam.DoFn):
         self._plans = plans
 
     def setup(self):
-        self._layouts = {ds: Layout(plan) for ds, plan in self._plans.items()}
+        self._layouts = {ds: layout_for(plan) for ds, plan in self._plans.items()}
 
     def process(self, element):
         chunk_key, entries = element

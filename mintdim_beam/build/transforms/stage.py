@@ -42,11 +42,18 @@ def gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.arange(int(counts.sum())) + np.repeat(starts - offsets, counts)
 
 
-def unit_records(plan, unit: int, tokens, starts, counts, lengths) -> np.ndarray:
+def unit_records(plan, unit: int, tokens, starts, counts, lengths, full=None) -> np.ndarray:
     """Records of `unit` for the samples whose payloads are `tokens[starts[i]:][:counts[i]]`
-    and whose segment lengths are the rows of `lengths`."""
-    return fmt.build_records(tokens[gather_index(starts, counts)], lengths, unit, plan.magic,
-                             plan.pad_id, plan.token_dtype)
+    and whose segment lengths are the rows of `lengths`. With `full` (the lengths before
+    truncation), each segment's first `lengths` tokens are taken instead: a preference
+    pair cut evenly keeps the start of both completions."""
+    if full is None or np.array_equal(full, lengths):
+        index = gather_index(starts, counts)
+    else:
+        segment_starts = starts[:, None] + np.cumsum(full, axis=1) - full
+        index = gather_index(segment_starts.ravel(), lengths.ravel())
+    return fmt.build_records(tokens[index], lengths, unit, plan.magic, plan.pad_id,
+                             plan.token_dtype)
 
 
 def block_sections(plan, declared: np.ndarray) -> dict:

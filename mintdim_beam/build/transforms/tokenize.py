@@ -32,10 +32,12 @@ from mintdim_beam.core.tokenizers import cached_tokenizer
 
 def _tokenized(chunk_key, batch, encoded):
     lengths, tokens, unks = encoded
-    return chunk_key, {
-        "samples": batch["samples"], "lines": batch["lines"],
-        "digests": batch["digests"], "empty": batch["empty"],
-        "lengths": lengths, "tokens": tokens, "unks": unks}
+    out = {"samples": batch["samples"], "lines": batch["lines"],
+           "digests": batch["digests"], "empty": batch["empty"],
+           "lengths": lengths, "tokens": tokens, "unks": unks}
+    if "parts" in batch:  # the records of a dialogue split by on_extra_turns="split"
+        out["parts"] = batch["parts"]
+    return chunk_key, out
 
 
 class TokenizeFn(beam.DoFn):

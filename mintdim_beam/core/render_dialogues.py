@@ -1,0 +1,116 @@
+"""Render one batch of chat or preference JSONL lines into records: each line's dialogue
+normalized, rendered by the dataset's chat template and laid out into the fixed
+segments (`core.chat`), in the same batch shape as `render_batch`, so Tokenize, the
+helpers' head start and everything after the global step treat both alike.
+
+A line may give several records (`on_extra_turns="split"`): they share the line's
+sample number and carry their `parts` (0, 1, ...). A dialogue skipped for its extra
+turns, like a line over --max_line_bytes, still takes its sample number and is indexed
+in `overflow_index.jsonl` (an `ExtraTurnsPending`).
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from mintdim_beam.core.chat import DialogueProblem, chat_records, normalize_row, plain_pieces
+from mintdim_beam.core.chat import preference_record
+from mintdim_beam.core.encode_batch import entry_sizes
+from mintdim_beam.core.failures import ExtraTurnsPending, PendingError
+
+_LIST_KEYS = {"messages": "messages", "sharegpt": "conversations"}
+
+
+class DialogueLayout:
+    """Per-dataset constants for rendering dialogues."""
+
+    def __init__(self, plan):
+        dialogue = plan.dataset.dialogue
+        self.kind = dialogue.kind
+        self.key = _LIST_KEYS.get(dialogue.format)
+        self.template = plan.chat_template
+        self.max_turns, self.on_extra_turns = dialogue.max_turns, dialogue.on_extra_turns
+        # SentencePiece reads no special tokens out of text, and pieces encoded apart would
+        # each get its own dummy prefix: only Hugging Face tokenizers need plain spans.
+        hf = plan.dataset.tokenizer_kind == "hf_json"
+        self.special_tokens = plan.facts.special_tokens if hf and plan.facts else ()
+        self.split = self.kind == "chat" and self.on_extra_turns == "split"
+
+    def records(self, row) -> tuple[list, int | None]:
+        """(records as (segments, plain spans), trained turns when skipped else None)."""
+        if self.kind == "preference":
+            record = preference_record(row, self.template, special_tokens=self.special_tokens)
+            return [(record.segments, record.plain_spans)], None
+        layout = chat_records(self.template, normalize_row(row, self.key),
+                              max_turns=self.max_turns, on_extra_turns=self.on_extra_turns,
+                              special_tokens=self.special_tokens)
+        if layout.skipped:
+            return [], layout.trained_turns
+        return [(r.segments, r.plain_spans) for r in layout.records], None
+
+
+def _problem(chunk_key, local_line, problem: DialogueProblem) -> PendingError:
+    ds, file_pos, range_no, _ = chunk_key
+    return PendingError(ds, file_pos, range_no, local_line, "SampleSchemaError",
+                        {"problem": problem.problem, "message_index": problem.message_index},
+                        "file_line")
+
+
+def _segment_values(segments, plain_spans) -> list:
+    """Texts to encode: a plain string per segment, or, for a segment holding user text
+    with special-token strings in it, its `(piece, is_plain)` pieces."""
+    if not plain_spans:
+        return list(segments)
+    marked = {index for index, _, _ in plain_spans}
+    return [tuple(plain_pieces(text, i, plain_spans)) if i in marked else text
+            for i, text in enumerate(segments)]
+
+
+def render_dialogue_entries(layout: DialogueLayout, chunk_key, entries, parse_row, bad_line):
+    """(local sample, local line, text, problem) entries -> (batch or None, errors), as
+    `render_batch.render_entries`; `parse_row` and `bad_line` are its line handling."""
+    sha256 = hashlib.sha256
+    samples, lines, parts, texts, digests, errors = [], [], [], [], [], []
+    for sample, local_line, text, problem in entries:
+        if problem is not None:
+            errors.append(bad_line(chunk_key, sample, local_line, problem))
+            continue
+        row, error = parse_row(chunk_key, local_line, text)
+        if error is not None:
+            errors.append(error)
+            continue
+        try:
+            records, skipped_turns = layout.records(row)
+        except DialogueProblem as exc:
+            errors.append(_problem(chunk_key, local_line, exc))
+            continue
+        if skipped_turns is not None:
+            ds, file_pos, range_no, _ = chunk_key
+            errors.append(ExtraTurnsPending(
+                ds, file_pos, range_no, local_line, "SampleSchemaError",
+                {"problem": f"{skipped_turns} trained turns, max_turns {layout.max_turns}"},
+                "file_line", local_sample=sample, trained_turns=skipped_turns))
+            continue
+        try:
+            encoded = ["".join(segments).encode("utf-8") for segments, _ in records]
+        except UnicodeEncodeError:  # a "\ud800"-style escape: not Unicode text
+            errors.append(PendingError(*chunk_key[:3], local_line, "SourceParseError",
+                                       {"reason": "lone surrogate in a string: not valid "
+                                                  "Unicode text"}, "file_line"))
+            continue
+        for part, ((segments, spans), data) in enumerate(zip(records, encoded)):
+            samples.append(sample)
+            lines.append(local_line)
+            parts.append(part)
+            texts.append(_segment_values(segments, spans))
+            digests.append(sha256(data).hexdigest())
+    if not samples:
+        return None, errors
+    batch = {"samples": np.asarray(samples, dtype=np.int64),
+             "lines": np.asarray(lines, dtype=np.int64),
+             "texts": texts, "digests": digests, "empty": {},
+             "entry_sizes": entry_sizes(entries), "first_sample": entries[0][0]}
+    if layout.split:
+        batch["parts"] = np.asarray(parts, dtype=np.int64)
+    return batch, errors
