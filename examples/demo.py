@@ -1,4 +1,8 @@
-"""`make demo`: build the bundled example data with the bundled tokenizer and print a summary.
+"""`make demo`: build the bundled example data with the bundled tokenizers and print a summary.
+
+Three builds: the templated instruction and chat samples of examples/data (SentencePiece),
+then the chat dialogues and the preference pairs of examples/chat (byte-level BPE, the
+chat template of its tokenizer_config.json).
 
 Usage: python examples/demo.py OUTPUT_ROOT [beam flags...]
 """
@@ -6,13 +10,16 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from mintdim_beam import pipeline
 
+CHAT = "examples/chat"
+CHAT_TOKENIZER = dict(files=[f"{CHAT}/tokenizer.json"], config=f"{CHAT}/tokenizer_config.json")
 
-def main() -> int:
-    root = sys.argv[1] if len(sys.argv) > 1 else "demo_out"
-    flags = sys.argv[2:] or None
-    result = (
+
+def build_units(root: str, flags) -> dict:
+    return (
         pipeline("unit-build")
         .source.jsonl(
             files=["examples/data/instructions.jsonl", "examples/data/chat.jsonl"],
@@ -24,7 +31,49 @@ def main() -> int:
         .output.dir([f"{root}/instruction_units", f"{root}/chat_units"], samples_per_shard=[500])
         .run(on_overflow="truncate", on_template_unk="continue", pipeline_options=flags)
     )
-    print("\nmintdim-beam demo: done")
+
+
+def build_dialogues(root: str, flags) -> dict:
+    """At most two trained replies per record: longer dialogues become several records."""
+    return (
+        pipeline("unit-build")
+        .source.chat(files=[f"{CHAT}/dialogues.jsonl"], format="messages",
+                     chat_template="tokenizer", max_turns=2, on_extra_turns="split")
+        .tokenizer.hf_json(**CHAT_TOKENIZER)
+        .units(sizes=[[128, 256, 512, 1024]], build_batch=[256])
+        .output.dir(f"{root}/chat_dialogues", samples_per_shard=[500])
+        .run(on_overflow="truncate", on_template_unk="abort", pipeline_options=flags)
+    )
+
+
+def build_preference(root: str, flags) -> dict:
+    return (
+        pipeline("unit-build")
+        .source.preference(files=[f"{CHAT}/preference.jsonl"], chat_template="tokenizer")
+        .tokenizer.hf_json(**CHAT_TOKENIZER)
+        .units(sizes=[[128, 256, 512, 1024]], build_batch=[256])
+        .output.dir(f"{root}/chat_preference", samples_per_shard=[500])
+        .run(on_overflow="truncate", on_template_unk="abort", pipeline_options=flags)
+    )
+
+
+def tokens_by_kind(out: Path) -> dict:
+    """Tokens per segment kind ("trained" / "context"), read from the shards' record
+    headers with the layout of length_field.json, as a trainer's loss mask would."""
+    layout = json.loads((out / "length_field.json").read_text())
+    kinds = [field["kind"] for field in layout["length_fields"]]
+    n = len(kinds)
+    totals = dict.fromkeys(kinds, 0)
+    for shard in sorted(out.glob("unit_*/shard_*.bin")):
+        unit = int(shard.parent.name.split("_")[1])
+        records = np.fromfile(shard, dtype=layout["token_dtype"]).reshape(-1, 1 + n + unit)
+        lengths = records[:, 1:1 + n].astype(np.int64).sum(axis=0)
+        for kind, count in zip(kinds, lengths.tolist()):
+            totals[kind] += count
+    return totals
+
+
+def print_units(result: dict) -> None:
     for out in result["outputs"]:
         stats = json.loads((Path(out["output_dir"]) / "stats.json").read_text())
         shards = sorted(p for p in Path(out["output_dir"]).rglob("shard_*.bin"))
@@ -33,6 +82,35 @@ def main() -> int:
               f"{len(shards)} shards, units {out['sizes']}")
         print(f"    per unit {stats['unit_distribution']}, duplicate groups {out['duplicate_groups']}, "
               f"samples with UNK {out['samples_with_unk']}, truncated {overflow}")
+
+
+def print_dialogues(result: dict, what: str) -> None:
+    for out in result["outputs"]:
+        path = Path(out["output_dir"])
+        stats = json.loads((path / "stats.json").read_text())
+        rows = [json.loads(line) for line in (path / "sample_index.jsonl").read_text().splitlines()]
+        inputs = len({row["sample_id"] for row in rows})
+        split = sum(1 for row in rows if row.get("part", 0) == 1)
+        kinds = tokens_by_kind(path)
+        trained, context = kinds.get("trained", 0), kinds.get("context", 0)
+        share = 100 * trained / max(1, trained + context)
+        print(f"  {path}: {out['total_samples']} records from {inputs} {what}"
+              f"{f' ({split} of them split)' if split else ''}, {out['total_tokens']} tokens, "
+              f"units {out['sizes']}")
+        print(f"    trained tokens {trained} ({share:.0f}%), context tokens {context}, "
+              f"per unit {stats['unit_distribution']}, duplicate groups {out['duplicate_groups']}")
+
+
+def main() -> int:
+    root = sys.argv[1] if len(sys.argv) > 1 else "demo_out"
+    flags = sys.argv[2:] or None
+    units = build_units(root, flags)
+    dialogues = build_dialogues(root, flags)
+    preference = build_preference(root, flags)
+    print("\nmintdim-beam demo: done")
+    print_units(units)
+    print_dialogues(dialogues, "dialogues")
+    print_dialogues(preference, "preference pairs")
     return 0
 
 
