@@ -3,7 +3,8 @@
 sample_index.jsonl is streamed once and joined on `sample_id` with unk_index.jsonl and
 overflow_index.jsonl (all three ascending) and with the members of
 duplicate_index.jsonl: row form and keys, types, order, sources, unit assignment and
-overflow policy, shard paths, UNK rows, duplicate groups and their completeness. What the
+overflow policy, shard paths, UNK rows, duplicate groups and their completeness (in a
+split dialogue dataset, rows are keyed by (sample_id, part): `dialogue_check`). What the
 shard checker needs from the rows (token counts and UNK positions per unit) is kept in
 compact arrays.
 """
@@ -20,6 +21,9 @@ from mintdim_beam.core import format as fmt
 
 INDEX_FILES = (fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE_INDEX)
 OVERFLOW_ACTIONS = ("truncate", "skip", "extend")
+# Keys some overflow rows add, in this order: extend's new size (mintdim's); a whole line
+# skipped (its size in bytes, or a dialogue's trained turns); why a truncation was skipped.
+OVERFLOW_OPTIONAL = ("new_unit_size", "line_bytes", "trained_turns", "reason")
 
 SAMPLE_KEYS = ["sample_id", "hash", "token_count", "unit_size", "source_file", "source_line",
                "shard_path", "empty_fields"]
@@ -37,18 +41,21 @@ def is_int(value) -> bool:
 
 
 class _Cursor:
-    """An ascending-by-sample_id stream of (line, row) with one row of lookahead; `sid` is
-    the head's sample_id (infinity once exhausted)."""
+    """An ascending stream of (line, row) with one row of lookahead; `key` is the head's
+    order key (infinity once exhausted): its sample_id, or `key_of(row)` (a split
+    dataset's (sample_id, part))."""
 
     END = float("inf")
 
-    def __init__(self, rows, name: str, problems):
+    def __init__(self, rows, name: str, problems, key_of=None):
         self._rows = rows
         self._name = name
         self._p = problems
-        self._last = -1
+        self._key_of = key_of
+        self._last = -1 if key_of is None else (-1, -1)
+        self.end = self.END if key_of is None else (self.END, self.END)
         self.head = None
-        self.sid = self.END
+        self.key = self.end
         self.advance()
 
     def advance(self) -> None:
@@ -58,15 +65,19 @@ class _Cursor:
                 self._p.add(self._name, line, f"sample_id {sid!r} is not a non-negative int",
                             key=(self._name, "sid"))
                 continue
-            if sid <= self._last:
-                self._p.add(self._name, line, f"sample_id {sid} is not above the previous row's "
-                            f"{self._last}: rows must be in ascending sample_id",
-                            key=(self._name, "order"))
+            key = sid if self._key_of is None else self._key_of(row)
+            if key <= self._last:
+                self._p.add(self._name, line, (
+                    f"sample_id {sid} is not above the previous row's {self._last}: rows must "
+                    "be in ascending sample_id" if self._key_of is None else
+                    f"(sample_id, part) {key} is not above the previous row's {self._last}: "
+                    "rows of a split dataset are ascending by (sample_id, part)"),
+                    key=(self._name, "order"))
                 continue
-            self._last = sid
-            self.head, self.sid = (line, row), sid
+            self._last = key
+            self.head, self.key = (line, row), key
             return
-        self.head, self.sid = None, self.END
+        self.head, self.key = None, self.end
 
 
 class IndexChecks:
@@ -82,6 +93,9 @@ class IndexChecks:
     source_files: dict[str, int]
     field_segments: list[str]
     shard_set: set[str]
+    # read: set by DialogueChecks (with its row helpers: part_rule, row_key, ...)
+    dialogue: object
+    split: bool
     # set here: read by ShardChecks (per unit) and by the summaries
     row_tokens: dict[int, array]
     row_lines: dict[int, array]
@@ -92,10 +106,10 @@ class IndexChecks:
     unk_tokens: int
 
     # ---------------------------------------------------------------- reading rows
-    def _jsonl(self, rel: str, keys: list[str], optional: tuple = (), render=None):
+    def _jsonl(self, rel: str, keys: list[str], optional: tuple = (), render=None, part=None):
         """(line, row) for each row of an index file, streamed; bad rows become problems.
         `render(row)` is a fast formatter of the canonical line (json.dumps is the judge
-        whenever it disagrees)."""
+        whenever it disagrees); `part`: the rule for a last `part` key (dialogue_check)."""
         if rel not in self.files:
             return
         decode = json.JSONDecoder().decode
@@ -120,7 +134,7 @@ class IndexChecks:
                         pass
                 if not raw.endswith(b"\n"):
                     self.p.add(rel, line, "last line has no trailing newline")
-                names = list(row)
+                names = self._part_names(rel, line, row, part)
                 if names != keys and names != keys + [k for k in optional if k in row]:
                     self.p.add(rel, line, f"keys {names} are not {keys}"
                                + (f" (+ {list(optional)})" if optional else ""),
@@ -144,14 +158,16 @@ class IndexChecks:
     def _sample_text(self, row: dict) -> str:
         quoted = self._quoted_source(row)
         return fmt.sample_row(row["sample_id"], row["hash"], row["token_count"], row["unit_size"],
-                              quoted, row["source_line"], row["shard_path"], row["empty_fields"])
+                              quoted, row["source_line"], row["shard_path"], row["empty_fields"],
+                              row["part"] if self.split else None)
 
     def _unk_text(self, row: dict) -> str:
         quoted = self._quoted_source(row)
         if row["unk_count"] != len(row["unk_positions"]):
             return ""
         return fmt.unk_row(row["sample_id"], row["hash"], quoted, row["source_line"],
-                           row["unk_positions"], row["unk_field_indices"], row["unk_chars"])
+                           row["unk_positions"], row["unk_field_indices"], row["unk_chars"],
+                           row["part"] if self.split else None)
 
     # ---------------------------------------------------------------- the checks
     def _indices(self) -> None:
@@ -171,25 +187,33 @@ class IndexChecks:
         unit_sizes = set(self.sizes)
         sources = self.source_files
         shard_set = self.shard_set
-        unk = _Cursor(self._jsonl(fmt.UNK_INDEX, UNK_KEYS, render=self._unk_text),
-                      fmt.UNK_INDEX, self.p)
-        over = _Cursor(self._jsonl(fmt.OVERFLOW_INDEX, OVERFLOW_KEYS, ("new_unit_size",)),
-                       fmt.OVERFLOW_INDEX, self.p)
+        split = self.split  # records of one line numbered by part (dialogue_check)
+        key_of = self.row_key if split else None
+        unk = _Cursor(self._jsonl(fmt.UNK_INDEX, UNK_KEYS, render=self._unk_text,
+                                  part=self.part_rule()), fmt.UNK_INDEX, self.p, key_of)
+        over = _Cursor(self._jsonl(fmt.OVERFLOW_INDEX, OVERFLOW_KEYS, OVERFLOW_OPTIONAL,
+                                   part=self.part_rule(overflow=True)),
+                       fmt.OVERFLOW_INDEX, self.p, key_of)
+        self._part_sid, self._part_next = -1, 0
 
-        def rows_before(sid) -> None:
-            """Overflow and UNK rows of samples before `sid`, which have no sample row."""
-            while over.sid < sid:
-                self._overflow_row(*over.head, known, None)
+        def rows_before(key) -> None:
+            """Overflow and UNK rows of samples before `key`, which have no sample row."""
+            while over.key < key:
+                o_line, o_row = over.head
+                if split and "part" in o_row:  # a skipped part keeps its number
+                    self._part_seen(o_row["sample_id"], o_row["part"], fmt.OVERFLOW_INDEX, o_line)
+                self._overflow_row(o_line, o_row, known, None)
                 over.advance()
-            while unk.sid < sid:
+            while unk.key < key:
                 u_line, u_row = unk.head
-                p.add(fmt.UNK_INDEX, u_line, f"sample_id {u_row['sample_id']} has no "
+                p.add(fmt.UNK_INDEX, u_line, f"{self.row_label(u_row)} has no "
                       "sample_index.jsonl row", key=("unk", "orphan"))
                 unk.advance()
 
         samples_with_unk = unk_tokens = tokens = rows = 0
-        last_sid, last_source = -1, (-1, 0)
-        for line, row in self._jsonl(rel, SAMPLE_KEYS, render=self._sample_text):
+        last_sid, last_key, last_source = -1, (-1, -1), (-1, 0)
+        for line, row in self._jsonl(rel, SAMPLE_KEYS, render=self._sample_text,
+                                     part=self.part_rule()):
             sid, digest, count, unit = (row["sample_id"], row["hash"], row["token_count"],
                                         row["unit_size"])
             if not (type(sid) is int and type(count) is int and type(unit) is int
@@ -197,10 +221,21 @@ class IndexChecks:
                 p.add(rel, line, "sample_id, hash, token_count or unit_size has the wrong type",
                       key=(rel, "types"))
                 continue
-            if sid <= last_sid:
+            same_line = False
+            if split:
+                key = self._sample_part(rel, line, row, last_key)
+                if key <= last_key:
+                    p.add(rel, line, f"(sample_id, part) {key} is not above the previous row's "
+                          f"{last_key}: rows of a split dataset are ascending by (sample_id, "
+                          "part)", key=(rel, "order"))
+                    continue
+                same_line, last_key = key[0] == last_key[0], key
+            elif sid <= last_sid:
                 p.add(rel, line, f"sample_id {sid} is not above the previous row's {last_sid}: "
                       "rows must be in ascending sample_id", key=(rel, "order"))
                 continue
+            else:
+                key = sid
             last_sid = sid
             if _HASH.fullmatch(digest):
                 hash_heads.append(int(digest[:16], 16))
@@ -213,20 +248,29 @@ class IndexChecks:
             if index is None or type(number) is not int or number < 1:
                 self._source_problem(rel, line, name, number, key=(rel, "source"))
             elif sources:
-                if (index, number) <= last_source:
+                if same_line:
+                    if (index, number) != last_source:
+                        p.add(rel, line, f"part {key[1]} of sample_id {sid} is {name}:{number}, "
+                              "not the source of its earlier parts (the records of a split "
+                              "dialogue share its line)", key=(rel, "part_source"))
+                elif (index, number) <= last_source:
                     p.add(rel, line, f"source {name}:{number} does not come after the previous "
                           "row's (sample_id follows file order then line order)",
                           key=(rel, "source_order"))
                 last_source = (index, number)
             empty = row["empty_fields"]
             if empty.__class__ is not list or (empty and not self._empty_fields_ok(empty)):
-                p.add(rel, line, f"empty_fields {empty!r} are not field segment names of "
-                      "sequence_template in segment order", key=(rel, "empty"))
+                p.add(rel, line, f"empty_fields {empty!r} " + (
+                    "are not [], as in every dialogue dataset (an empty turn is the layout)"
+                    if self.dialogue else "are not field segment names of sequence_template in "
+                    "segment order"), key=(rel, "empty"))
             rows += 1
             tokens += count
 
-            rows_before(sid)
-            if over.sid == sid:
+            rows_before(key)
+            if split:
+                self._part_seen(sid, key[1], rel, line)
+            if over.key == key:
                 self._overflow_row(*over.head, known, (line, row))
                 over.advance()
             # unit assignment: the smallest size known at this sample that fits
@@ -258,20 +302,24 @@ class IndexChecks:
                     p.add(rel, line, f"shard_path {shard_path} does not exist",
                           key=(rel, "shard_path", unit))
 
-            if members:
+            if members and split:
+                self._split_member(members, sid, row)
+            elif members:
                 member = members.pop(sid, None)
                 if member is not None:
                     self._member(sid, member, row)
-            if unk.sid == sid:
+            if unk.key == key:
                 positions = self._unk_row(*unk.head, row, unit, k)
                 if positions:
                     samples_with_unk += 1
                     unk_tokens += positions
                 unk.advance()
-        rows_before(_Cursor.END)
-        for sid, (_, _, _, dup_line) in sorted(members.items()):
-            p.add(fmt.DUPLICATE_INDEX, dup_line, f"member sample_id {sid} has no "
-                  "sample_index.jsonl row", key=("dup", "orphan"))
+        rows_before(over.end)
+        for sid, member in sorted(members.items()):
+            for digest, _, _, dup_line in (member if split else [member]):
+                p.add(fmt.DUPLICATE_INDEX, dup_line, f"member sample_id {sid} has no "
+                      "sample_index.jsonl row" + (f" with the group's hash {digest}"
+                                                  if split else ""), key=("dup", "orphan"))
         self.result.samples, self.result.tokens = rows, tokens
         self.samples_with_unk, self.unk_tokens = samples_with_unk, unk_tokens
         self._duplicate_completeness(np.frombuffer(hash_heads, dtype=np.uint64)
@@ -384,6 +432,11 @@ class IndexChecks:
     def _overflow_row(self, line, row, known: list, sample) -> None:
         rel = fmt.OVERFLOW_INDEX
         sid, action = row["sample_id"], row["action"]
+        if self._overflow_extras(line, row, known[-1]):  # a whole line skipped
+            if sample is not None:
+                self.p.add(rel, line, f"sample_id {sid} was skipped whole but has a "
+                           f"sample_index.jsonl row (line {sample[0]})", key=(rel, "skip"))
+            return
         count, max_size = row["token_count"], row["max_unit_size"]
         if action not in OVERFLOW_ACTIONS:
             self.p.add(rel, line, f"action {action!r} is not one of {list(OVERFLOW_ACTIONS)}",
@@ -466,14 +519,19 @@ class IndexChecks:
                     continue
                 sid = member["sample_id"]
                 ids.append(sid)
+                entry = (digest, member["source_file"], member["source_line"], line)
+                if self.split:  # one entry per part: a sample_id may be in several groups
+                    members.setdefault(sid, []).append(entry)
+                    continue
                 if sid in members:
                     self.p.add(rel, line, f"sample_id {sid} is in more than one group",
                                key=(rel, "twice"))
-                members[sid] = (digest, member["source_file"], member["source_line"], line)
-            if any(a >= b for a, b in zip(ids, ids[1:])):
+                members[sid] = entry
+            if any(a > b or (a == b and not self.split) for a, b in zip(ids, ids[1:])):
                 self.p.add(rel, line, "samples are not in ascending sample_id", key=(rel, "order"))
             if ids:
-                if ids[0] <= last_first:
+                # split: groups of different parts may share their first sample_id
+                if ids[0] < last_first or (ids[0] == last_first and not self.split):
                     self.p.add(rel, line, "groups are not ordered by their first sample_id",
                                key=(rel, "group_order"))
                 last_first = max(last_first, ids[0])

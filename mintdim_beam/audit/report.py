@@ -8,10 +8,13 @@ Writes into DIR (default `OUT/report/`):
 - `token_counts.png` + `.csv`      (token_count,samples), unit boundaries drawn in the plot
 - `padding_per_unit.png` + `.csv`  (unit_size,records,tokens,pad_slots,padding_fraction)
 - `unk_per_field.png` + `.csv`     (segment_index,segment_name,unk_tokens)
+- chat and preference builds only: trained and context tokens, read from the shards'
+  record headers (`mintdim_beam.audit.report_dialogues`, which says what it adds).
 
 Each CSV is exactly the data its figure plots. Everything is read from the build's own
 files (manifest.json, stats.json, histogram.json, length_field.json and the four JSON
-Lines indices, `sample_index.jsonl` streamed line by line); shards are never opened.
+Lines indices, `sample_index.jsonl` streamed line by line); shards are opened only for
+the record headers of a dialogue build.
 Every path may be local or an fsspec URL (all I/O goes through `storage`).
 
 Definitions (a ratio whose denominator is 0 is `None`, printed as "n/a"):
@@ -38,6 +41,7 @@ import sys
 import uuid
 from collections import Counter
 
+from mintdim_beam.audit import report_dialogues as dialogues
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 from mintdim_beam.core.errors import MintDimError, MintDimFileNotFoundError
@@ -106,7 +110,7 @@ def compute_figures(out: str) -> dict:
     for row in _jsonl_rows(out, fmt.OVERFLOW_INDEX):
         actions[row["action"]] += 1
         if row["action"] == "truncate":
-            truncated_original[int(row["sample_id"])] = int(row["token_count"])
+            truncated_original[dialogues.record_key(row)] = int(row["token_count"])
         if "new_unit_size" in row:
             added_sizes.append(int(row["new_unit_size"]))
 
@@ -119,7 +123,7 @@ def compute_figures(out: str) -> dict:
         records[unit] += 1
         unit_tokens[unit] += count
         token_counts[count] += 1
-        sample_id = int(row["sample_id"])
+        sample_id = dialogues.record_key(row)  # (sample_id, part) in a split dialogue
         if sample_id in truncated_original:
             truncated_kept[sample_id] = count
     missing = sorted(set(truncated_original) - set(truncated_kept))
@@ -189,9 +193,12 @@ def compute_figures(out: str) -> dict:
     check(f"sum of unk_count in {fmt.UNK_INDEX}", unk_index_tokens, "stats.json unk_tokens",
           int(stats["unk_tokens"]))
 
+    dialogue = dialogues.dialogue_figures(out, manifest, length_field, stats)
+    consistency += dialogue["consistency"] if dialogue else []
     return {
         "out": out,
         "manifest": manifest,
+        "dialogue": dialogue,  # trained / context tokens of a chat or preference build
         "segments": segments,
         "total_samples": total_samples,
         "total_tokens": total_tokens,
@@ -256,6 +263,7 @@ def _csvs(fig: dict) -> dict[str, bytes]:
         f"{UNK_PER_FIELD}.csv": _csv(
             ("segment_index", "segment_name", "unk_tokens"),
             [(r["segment_index"], r["segment_name"], r["unk_tokens"]) for r in fig["unk_per_field"]]),
+        **dialogues.dialogue_csvs(fig),
     }
 
 
@@ -364,7 +372,7 @@ def _pngs(fig: dict) -> dict[str, bytes]:
     return {f"{SAMPLES_PER_UNIT}.png": _plot_samples_per_unit(fig),
             f"{TOKEN_COUNTS}.png": _plot_token_counts(fig),
             f"{PADDING_PER_UNIT}.png": _plot_padding(fig),
-            f"{UNK_PER_FIELD}.png": _plot_unk(fig)}
+            f"{UNK_PER_FIELD}.png": _plot_unk(fig), **dialogues.dialogue_pngs(fig)}
 
 
 # --------------------------------------------------------------------------- markdown
@@ -416,9 +424,9 @@ def _markdown(fig: dict) -> str:
         f"- sequence template ({len(fig['segments'])} segments): "
         + ", ".join(f"{i}: `{s}`" for i, s in enumerate(fig["segments"])),
         "- sources: " + ", ".join(f"`{f}`" for f in source.get("files", [])),
+    ] + (dialogues.source_lines(source) or [
         "- fields: " + "; ".join(", ".join(f"`{x}`" for x in fs) for fs in source.get("fields", [])),
-        "- templates: " + "; ".join(f"`{_md_cell(t)}`" for t in source.get("templates", [])),
-    ]
+        "- templates: " + "; ".join(f"`{_md_cell(t)}`" for t in source.get("templates", []))])
     for key, value in extras.items():
         lines.append(f"- {key}: `{json.dumps(value, ensure_ascii=False)}`")
     lines += ["", f"Records: {n:,}. Tokens in records (after truncation): {fig['total_tokens']:,}.", ""]
@@ -444,6 +452,7 @@ def _markdown(fig: dict) -> str:
         "tokens in records |",
         f"| records with UNK | {_share(fig['samples_with_unk'], n)} | records with at least one "
         "UNK / records |",
+        *dialogues.glance_rows(fig),
         "",
     ]
 
@@ -528,6 +537,7 @@ def _markdown(fig: dict) -> str:
             lines.append(f"| `{_md_cell(text)}` | {count:,} |")
         lines.append("")
 
+    lines += dialogues.markdown_section(fig)
     lines += ["## Consistency of the build's files", ""]
     if fig["consistency"]:
         lines += [f"- {item}" for item in fig["consistency"]]

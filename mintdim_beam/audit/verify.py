@@ -14,8 +14,9 @@ Exit 0 and a one-line summary when the build is clean; exit 1 and the first prob
 This module is the public API and the orchestration: the result types, the problem
 collector, listing and reading OUT, the manifest / length_field / layout / summaries
 checks and the inputs report. The index files are checked by
-`mintdim_beam.audit.index_check`, the shards by `mintdim_beam.audit.shard_check`; both
-are mixins of the one verifier here, sharing its state as attributes they declare.
+`mintdim_beam.audit.index_check`, the shards by `mintdim_beam.audit.shard_check`, what
+chat and preference builds write beyond mintdim by `mintdim_beam.audit.dialogue_check`;
+all are mixins of the one verifier here, sharing its state as attributes they declare.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 import fsspec
 
+from mintdim_beam.audit.dialogue_check import DialogueChecks
 from mintdim_beam.audit.index_check import INDEX_FILES, IndexChecks, is_int
 from mintdim_beam.audit.shard_check import ShardChecks
 from mintdim_beam.core import format as fmt
@@ -138,7 +140,7 @@ def _canonical_doc(text: str, obj) -> bool:
     return text == fmt.json_document(obj)
 
 
-class _Verifier(IndexChecks, ShardChecks):
+class _Verifier(DialogueChecks, IndexChecks, ShardChecks):
     """One check of one OUT. The listing and the manifest set the state every check
     reads (fs, root, local, files, dirs; vocab, unk_id, pad_id, dtype, bpt, magic,
     template, n, sizes, S, source_files, field_segments), `_layout` the shards found
@@ -350,6 +352,7 @@ class _Verifier(IndexChecks, ShardChecks):
         self.source_files = {f: i for i, f in enumerate(files) if isinstance(f, str)}
         self.result.units = len(self.sizes)
         self.field_segments = [s for s in template if s != LITERAL_NAME]
+        self._dialogue_manifest(m)  # chat / preference builds: dialogue_check
         self._length_field()
         return True
 
@@ -389,7 +392,9 @@ class _Verifier(IndexChecks, ShardChecks):
                 self.p.add(rel, None, f"length_fields[{i}] is {entry.get('index')!r}/"
                            f"{entry.get('name')!r}, not {i}/{self.template[i]!r}")
             kind = entry.get("kind")
-            if kind == "field":
+            if self.dialogue is not None:
+                self._dialogue_segment(rel, i, entry)
+            elif kind == "field":
                 self.field_segments.append(entry.get("name"))
                 if entry.get("content") is not None or entry.get("field") != entry.get("name"):
                     self.p.add(rel, None, f"length_fields[{i}] is a field segment: content must "
