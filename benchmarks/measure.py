@@ -1,8 +1,9 @@
-"""Run a command and measure wall time and the peak RSS of its whole process tree
-(a multi-process Beam run is several processes)."""
+"""Run a command and measure wall time, CPU time and the peak RSS of its whole process
+tree (a multi-process Beam run is several processes)."""
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import time
 
@@ -43,6 +44,7 @@ def run_measured(cmd: list[str], cwd=None, env=None, interval: float = 0.05,
     """Wall time and peak tree RSS. The RSS of the known tree is read every `interval`;
     the tree itself is found again every `walk_every` polls. Why: walking all of /proc
     every poll took 8% of a core, taken from a build that uses both."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -55,6 +57,10 @@ def run_measured(cmd: list[str], cwd=None, env=None, interval: float = 0.05,
         time.sleep(interval)
     out, err = proc.communicate()
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the child and of every descendant it waited for (helpers included).
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}):\n{err[-3000:]}")
-    return {"seconds": seconds, "peak_rss_mb": peak / 1024, "stdout": out, "stderr": err}
+    return {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": peak / 1024, "stdout": out,
+            "stderr": err}

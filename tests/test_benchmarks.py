@@ -1,4 +1,6 @@
-"""The benchmark's measuring: peak RSS is the sum over the whole process tree."""
+"""The benchmark's measuring (peak RSS is the sum over the whole process tree) and the
+chat harness (issue 16) on a tiny corpus."""
+import json
 import sys
 
 from conftest import REPO
@@ -18,3 +20,52 @@ def test_peak_rss_counts_a_child_started_after_the_parent():
     result = run_measured([sys.executable, "-c", PARENT], walk_every=3)
     assert result["stdout"].strip() == "done"
     assert 500 <= result["peak_rss_mb"] < 700  # both at once: 200 MB + 300 MB + interpreters
+
+
+# The chat harness (issue 16) on a tiny corpus: it runs end to end and reports what it
+# should. No timing assertions: these numbers only mean something on the full corpus.
+import chat_corpus  # noqa: E402
+import run_chat  # noqa: E402
+
+
+def test_chat_corpus_is_deterministic_and_realistic(tmp_path):
+    first = chat_corpus.write_chat_corpus(tmp_path / "a.jsonl", 400)
+    again = chat_corpus.write_chat_corpus(tmp_path / "b.jsonl", 400)
+    assert first.read_bytes() == again.read_bytes()
+    rows = [json.loads(line) for line in first.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 400
+    exchanges = set()
+    for row in rows:
+        messages = row["messages"]
+        roles = [m["role"] for m in messages]
+        if roles[0] == "system":
+            roles = roles[1:]
+        assert roles == ["user", "assistant"] * (len(roles) // 2)
+        exchanges.add(len(roles) // 2)
+    assert exchanges == {1, 2, 3}
+    assert any(row["messages"][0]["role"] == "system" for row in rows)
+    assert any(not row["messages"][0]["content"].isascii() or not row["messages"][-1]["content"].isascii()
+               for row in rows)
+
+
+def test_chat_harness_runs_on_a_tiny_corpus(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert run_chat.main(["--dialogues", "120", "--train-dialogues", "120", "--repeat", "2",
+                          "--parts", "yes", "--parts-dialogues", "60",
+                          "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["dialogues"] == 120 and report["tokens"] > 0
+    for name in ("bound", "ours"):
+        row = report["results"][name]
+        assert len(row["every_run_seconds"]) == 2
+        assert row["seconds"] == min(row["every_run_seconds"]) > 0
+        assert row["peak_rss_mb"] > 0 and row["tokens_per_s"] > 0
+    assert report["b_over_a"] > 0 and report["within_goal"] == (report["b_over_a"] <= 1.5)
+    assert report["ours_output"]["total_samples"] >= 120  # split dialogues give two records
+    parts = report["parts"]
+    assert parts["dialogues"] == 60 and parts["renders"] > 60
+    assert parts["tokens_segments_unsplit"] == parts["tokens_rendered"]
+    printed = capsys.readouterr().out
+    assert "b/a =" in printed and "where the time goes" in printed
+    tokenizer = json.loads((tmp_path / "work" / "chat_bpe8k.json").read_text(encoding="utf-8"))
+    assert {t["content"] for t in tokenizer["added_tokens"]} >= {"<|im_start|>", "<|im_end|>"}

@@ -1,0 +1,175 @@
+"""What the chat benchmark times (issue 16), each run in its own process:
+
+  bound    json parse of every line + one render of each dialogue with the ChatML
+           template (`ChatTemplate.render`) + `Tokenizer.encode_batch` of the rendered
+           texts (byte-level BPE, add_special_tokens=False), batched, in one process
+  ours     mintdim-beam's default local build of the same dialogues,
+           `mintdim-beam build CONFIG` (or the Beam flags given)
+  parts    not timed by run_chat.py's table: the bound's steps and the product's chat
+           steps timed one by one in one process, to see where the time goes
+
+usage: python chat_targets.py {bound|ours|parts} CORPUS TOKENIZER CONFIG [OUT] [flags...]
+"""
+import json
+import sys
+import time
+
+TEMPLATE = "chatml"
+MAX_TURNS = 2  # dialogues with 3 exchanges are split into two records
+ON_EXTRA_TURNS = "split"
+SIZES = [128, 256, 512, 1024, 2048]
+BATCH = 4096
+
+
+def _tokenizer(path):
+    from tokenizers import Tokenizer
+
+    tk = Tokenizer.from_file(path)
+    tk.no_padding()
+    tk.no_truncation()
+    return tk
+
+
+def bound(corpus, tokenizer, config):
+    from mintdim_beam.core.chat import ChatTemplate, normalize_row
+
+    template = ChatTemplate.builtin(TEMPLATE)
+    tk = _tokenizer(tokenizer)
+
+    def encode(texts):
+        return sum(len(e.ids) for e in tk.encode_batch(texts, add_special_tokens=False))
+
+    tokens = dialogues = 0
+    batch = []
+    with open(corpus, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            batch.append(template.render(normalize_row(json.loads(line))))
+            if len(batch) >= BATCH:
+                tokens += encode(batch)
+                dialogues += len(batch)
+                batch = []
+    if batch:
+        tokens += encode(batch)
+        dialogues += len(batch)
+    return {"tokens": tokens, "dialogues": dialogues}
+
+
+def _job(corpus, tokenizer, config, out):
+    from mintdim_beam import pipeline
+
+    job = pipeline("unit-build").source.chat(files=[corpus], format="messages",
+                                             chat_template=TEMPLATE, max_turns=MAX_TURNS,
+                                             on_extra_turns=ON_EXTRA_TURNS)
+    job = job.tokenizer.hf_json(files=[tokenizer], config=config)
+    return job.units(sizes=[SIZES], build_batch=[BATCH]).output.dir(out, samples_per_shard=[20000])
+
+
+def ours(corpus, tokenizer, config, out, *flags):
+    """`mintdim-beam build CONFIG [flags]`, what a user runs (as in targets.py)."""
+    import contextlib
+    import io
+    import os
+    import tempfile
+
+    from mintdim_beam.cli import console_main
+
+    config = dict(_job(corpus, tokenizer, config, out).config(),
+                  on_template_unk="abort", on_overflow="truncate")
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(config, handle)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            code = console_main(["build", handle.name, *flags])
+    finally:
+        os.unlink(handle.name)
+    if code:
+        raise SystemExit(code)
+    return json.loads(printed.getvalue())["outputs"][0]
+
+
+def ours_api(corpus, tokenizer, config, out, *flags):
+    """The same build through the Python API (`pipeline(...).run()`)."""
+    result = _job(corpus, tokenizer, config, out).run(
+        on_template_unk="abort", on_overflow="truncate", pipeline_options=list(flags) or None)
+    return result["outputs"][0]
+
+
+def parts(corpus, tokenizer, config, limit=None):
+    """Each step alone over the same dialogues, one process, one core for the Python
+    steps (HF's encode_batch uses its own threads on both): json parse, normalize_row,
+    one render per dialogue, `chat_records` (the product's segmentation: 2T+1 renders
+    for T trained turns, or 2T), the encoding of the rendered texts (the bound's) and of
+    the product's segments (each segment encoded alone, as the build does; with `split`
+    a later record's context_0 repeats the earlier turns), and of the unsplit segments."""
+    from mintdim_beam.core.chat import ChatTemplate, chat_records, normalize_row
+
+    template = ChatTemplate.builtin(TEMPLATE)
+    tk = _tokenizer(tokenizer)
+    with open(corpus, encoding="utf-8") as handle:
+        lines = [line for line in handle if line.strip()]
+    if limit:
+        lines = lines[:int(limit)]
+    times, cpu = {}, {}
+
+    def timed(name, fn):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        value = fn()
+        times[name] = round(time.perf_counter() - start, 3)
+        cpu[name] = round(time.process_time() - start_cpu, 3)  # all threads of this process
+        return value
+
+    rows = timed("json_parse", lambda: [json.loads(line) for line in lines])
+    dialogues = timed("normalize_row", lambda: [normalize_row(row) for row in rows])
+    texts = timed("render_once", lambda: [template.render(d) for d in dialogues])
+    layouts = timed("chat_records", lambda: [
+        chat_records(template, d, max_turns=MAX_TURNS, on_extra_turns=ON_EXTRA_TURNS)
+        for d in dialogues])
+    # How many renders chat_records does: one full, then per trained turn k a prefix
+    # render and, unless k is the last message, one up to it.
+    renders = 0
+    for d in dialogues:
+        renders += 1
+        for k, m in enumerate(d):
+            if m.trained:
+                renders += 1 + (k + 1 != len(d))
+    segments = [s for layout in layouts for r in layout.records for s in r.segments]
+    nonempty = [s for s in segments if s]
+    # The same segments without `split` (max_turns=3 holds every dialogue in one record):
+    # the rendered text cut at turn boundaries, no context repeated.
+    unsplit = [s for d in dialogues for r in chat_records(template, d, max_turns=3).records
+               for s in r.segments if s]
+
+    def encode(texts):
+        tokens = 0
+        for i in range(0, len(texts), BATCH * 5):
+            tokens += sum(len(e.ids) for e in tk.encode_batch(texts[i:i + BATCH * 5],
+                                                              add_special_tokens=False))
+        return tokens
+
+    def encode_texts():
+        tokens = 0
+        for i in range(0, len(texts), BATCH):
+            tokens += sum(len(e.ids) for e in tk.encode_batch(texts[i:i + BATCH],
+                                                              add_special_tokens=False))
+        return tokens
+
+    text_tokens = timed("encode_rendered", encode_texts)
+    segment_tokens = timed("encode_segments", lambda: encode(nonempty))
+    unsplit_tokens = timed("encode_segments_unsplit", lambda: encode(unsplit))
+    return {"dialogues": len(lines), "times": times, "cpu": cpu, "renders": renders,
+            "records": sum(len(layout.records) for layout in layouts),
+            "segments_nonempty": len(nonempty),
+            "rendered_chars": sum(map(len, texts)), "segment_chars": sum(map(len, nonempty)),
+            "tokens_rendered": text_tokens, "tokens_segments": segment_tokens,
+            "tokens_segments_unsplit": unsplit_tokens}
+
+
+if __name__ == "__main__":
+    target, *args = sys.argv[1:]
+    start = time.perf_counter()
+    result = {"bound": bound, "ours": ours, "ours_api": ours_api, "parts": parts}[target](*args)
+    result["inner_seconds"] = time.perf_counter() - start
+    print(json.dumps(result))
