@@ -34,7 +34,6 @@ Definitions (a ratio whose denominator is 0 is `None`, printed as "n/a"):
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
 import sys
@@ -42,6 +41,7 @@ import uuid
 from collections import Counter
 
 from mintdim_beam.audit import report_dialogues as dialogues
+from mintdim_beam.audit.csv_rows import csv_bytes
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 from mintdim_beam.core.errors import MintDimError, MintDimFileNotFoundError
@@ -243,24 +243,15 @@ def compute_figures(out: str) -> dict:
 
 # --------------------------------------------------------------------------- CSV
 
-def _csv(header, rows) -> bytes:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    for row in rows:
-        writer.writerow(["" if v is None else (repr(v) if isinstance(v, float) else v) for v in row])
-    return buffer.getvalue().encode("utf-8")
-
-
 def _csvs(fig: dict) -> dict[str, bytes]:
     return {
-        f"{SAMPLES_PER_UNIT}.csv": _csv(("unit_size", "samples"), fig["samples_per_unit"].items()),
-        f"{TOKEN_COUNTS}.csv": _csv(("token_count", "samples"), fig["token_counts"].items()),
-        f"{PADDING_PER_UNIT}.csv": _csv(
+        f"{SAMPLES_PER_UNIT}.csv": csv_bytes(("unit_size", "samples"), fig["samples_per_unit"].items()),
+        f"{TOKEN_COUNTS}.csv": csv_bytes(("token_count", "samples"), fig["token_counts"].items()),
+        f"{PADDING_PER_UNIT}.csv": csv_bytes(
             ("unit_size", "records", "tokens", "pad_slots", "padding_fraction"),
             [(u["unit_size"], u["records"], u["tokens"], u["pad_slots"], u["padding_fraction"])
              for u in fig["units"]]),
-        f"{UNK_PER_FIELD}.csv": _csv(
+        f"{UNK_PER_FIELD}.csv": csv_bytes(
             ("segment_index", "segment_name", "unk_tokens"),
             [(r["segment_index"], r["segment_name"], r["unk_tokens"]) for r in fig["unk_per_field"]]),
         **dialogues.dialogue_csvs(fig),

@@ -22,13 +22,13 @@ context tokens / trained tokens.
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections import Counter
 
 import numpy as np
 
+from mintdim_beam.audit.csv_rows import csv_bytes
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 
@@ -156,25 +156,16 @@ def dialogue_figures(out: str, manifest: dict, length_field: dict, stats: dict):
 
 # --------------------------------------------------------------------------- files
 
-def _csv(header, rows) -> bytes:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    for row in rows:
-        writer.writerow(["" if v is None else (repr(v) if isinstance(v, float) else v) for v in row])
-    return buffer.getvalue().encode("utf-8")
-
-
 def dialogue_csvs(fig: dict) -> dict[str, bytes]:
     d = fig.get("dialogue")
     if not d:
         return {}
     return {
-        f"{TOKENS_PER_SEGMENT}.csv": _csv(
+        f"{TOKENS_PER_SEGMENT}.csv": csv_bytes(
             ("segment_index", "segment_name", "kind", "tokens"),
             [(s["segment_index"], s["segment_name"], s["kind"], s["tokens"])
              for s in d["segments"]]),
-        f"{TRAINED_PER_UNIT}.csv": _csv(
+        f"{TRAINED_PER_UNIT}.csv": csv_bytes(
             ("unit_size", "records", "trained_tokens", "context_tokens", "literal_tokens",
              "trained_fraction"),
             [(u["unit_size"], u["records"], u["trained"], u["context"], u["literal"],
