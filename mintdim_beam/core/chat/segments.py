@@ -14,7 +14,11 @@ How a turn is found (`render_dialogue`): for trained message k,
 turns must not overlap; otherwise the template does not render turns as prefixes (it
 renders history differently from a generation prompt, e.g. it drops earlier reasoning
 or adds a date only to the last turn): a problem for that sample. Cost: 2T+1 renders
-for T trained turns (one fewer when the dialogue ends on a trained turn).
+for T trained turns (one fewer when the dialogue ends on a trained turn). In the common
+case one render: the turns of a dialogue of an already seen structure (roles, trained
+turns, outer whitespace, extras) come from a cached render of a skeleton of that
+structure, when substituting the contents into it gives exactly this render
+(`skeleton`); otherwise the prefix renders above. `fast=False` forces the latter.
 
 A dataset has a fixed `max_turns` K: a record has the 2K+1 segments of
 `segment_names(K)`; with T <= K trained turns, the segments after `context_T` are ""
@@ -32,14 +36,17 @@ A dialogue with no trained turn is a problem (nothing to train on).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from mintdim_beam.core.chat.messages import DialogueProblem, Message
+from mintdim_beam.core.chat.skeleton import fast_turns
 from mintdim_beam.core.chat.spans import SegmentSpan, content_spans, flagged, segment_spans
 
 ON_EXTRA_TURNS = ("split", "abort", "skip")
 
 
+@lru_cache(maxsize=64)
 def segment_names(max_turns: int) -> tuple[str, ...]:
     """`context_0, assistant_0, ..., assistant_{K-1}, context_K` for K = max_turns."""
     if max_turns < 1:
@@ -88,16 +95,12 @@ def _not_prefix(what: str, k: int) -> DialogueProblem:
                            "the dialogue", k)
 
 
-def render_dialogue(template, messages: Sequence[Message], *,
-                    special_tokens: Sequence[str] | None = ()) -> RenderedDialogue:
-    """Render once in full, then find each trained turn by prefix renders (module
-    docstring)."""
-    dicts = [m.template_dict() for m in messages]
-    text = template.render_dicts(dicts)
+def _prefix_turns(template, dicts: Sequence[dict], trained: Sequence[int],
+                  text: str) -> tuple[list[tuple[int, int]], list[int]]:
+    """The exact procedure: each trained turn of `text` (= the full render of `dicts`)
+    by prefix renders (module docstring)."""
     turns, turn_messages, last_end = [], [], 0
-    for k, message in enumerate(messages):
-        if not message.trained:
-            continue
+    for k in trained:
         prefix = template.render_dicts(dicts[:k], add_generation_prompt=True)
         if not text.startswith(prefix):
             raise _not_prefix("the generation prompt before this turn is not a prefix", k)
@@ -112,6 +115,24 @@ def render_dialogue(template, messages: Sequence[Message], *,
         turns.append((start, end))
         turn_messages.append(k)
         last_end = end
+    return turns, turn_messages
+
+
+def render_dialogue(template, messages: Sequence[Message], *,
+                    special_tokens: Sequence[str] | None = (),
+                    fast: bool = True) -> RenderedDialogue:
+    """Render once in full, then find each trained turn by prefix renders (module
+    docstring). With `fast` (the default), a dialogue whose structure was seen before
+    takes its turns from a cached skeleton render when that provably rebuilds this
+    render (`skeleton`): one render instead of 2T+1, the same result."""
+    dicts = [m.template_dict() for m in messages]
+    text = template.render_dicts(dicts)
+    trained = [k for k, m in enumerate(messages) if m.trained]
+    turns = fast_turns(template, dicts, trained, text, _prefix_turns) if fast and trained else None
+    if turns is None:
+        turns, turn_messages = _prefix_turns(template, dicts, trained, text)
+    else:
+        turn_messages = trained
     marked = flagged(messages, special_tokens)
     spans = content_spans(template, messages, marked, text) if marked else ()
     return RenderedDialogue(text, tuple(turns), tuple(turn_messages), spans)
@@ -170,9 +191,10 @@ def lay_out(rendered: RenderedDialogue, *, max_turns: int,
 
 def chat_records(template, messages: Sequence[Message], *, max_turns: int,
                  on_extra_turns: str = "abort",
-                 special_tokens: Sequence[str] | None = ()) -> Layout:
+                 special_tokens: Sequence[str] | None = (), fast: bool = True) -> Layout:
     """Render and lay out one dialogue. Dialogues that are skipped, or aborted for too
-    many turns, or have no trained turn are decided before rendering anything."""
+    many turns, or have no trained turn are decided before rendering anything. `fast`:
+    see `render_dialogue`."""
     _check_policy(max_turns, on_extra_turns)
     count, where = _count_trained(messages)
     if count == 0:
@@ -181,5 +203,5 @@ def chat_records(template, messages: Sequence[Message], *, max_turns: int,
         raise _too_many(count, max_turns, where[max_turns])
     if count > max_turns and on_extra_turns == "skip":
         return Layout((), count, skipped=True)
-    rendered = render_dialogue(template, messages, special_tokens=special_tokens)
+    rendered = render_dialogue(template, messages, special_tokens=special_tokens, fast=fast)
     return lay_out(rendered, max_turns=max_turns, on_extra_turns=on_extra_turns)
