@@ -97,11 +97,27 @@ def ours_api(corpus, tokenizer, config, out, *flags):
     return result["outputs"][0]
 
 
+def _count_renders(template, fn) -> int:
+    """Renders `template` does while `fn` runs."""
+    real, count = template.render_dicts, [0]
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    template.render_dicts = counting
+    try:
+        fn()
+    finally:
+        del template.render_dicts
+    return count[0]
+
+
 def parts(corpus, tokenizer, config, limit=None):
     """Each step alone over the same dialogues, one process, one core for the Python
     steps (HF's encode_batch uses its own threads on both): json parse, normalize_row,
-    one render per dialogue, `chat_records` (the product's segmentation: 2T+1 renders
-    for T trained turns, or 2T), the encoding of the rendered texts (the bound's) and of
+    one render per dialogue, `chat_records` (the product's segmentation: one render per dialogue once its
+    structure's turn boundaries are cached, 2T+1 prefix renders otherwise), the encoding of the rendered texts (the bound's) and of
     the product's segments (each segment encoded alone, as the build does; with `split`
     a later record's context_0 repeats the earlier turns), and of the unsplit segments."""
     from mintdim_beam.core.chat import ChatTemplate, chat_records, normalize_row
@@ -127,14 +143,11 @@ def parts(corpus, tokenizer, config, limit=None):
     layouts = timed("chat_records", lambda: [
         chat_records(template, d, max_turns=MAX_TURNS, on_extra_turns=ON_EXTRA_TURNS)
         for d in dialogues])
-    # How many renders chat_records does: one full, then per trained turn k a prefix
-    # render and, unless k is the last message, one up to it.
-    renders = 0
-    for d in dialogues:
-        renders += 1
-        for k, m in enumerate(d):
-            if m.trained:
-                renders += 1 + (k + 1 != len(d))
+    # How many renders chat_records does (counted, on a second pass: its structure cache
+    # is warm then, as it is in a long build).
+    renders = _count_renders(template, lambda: [
+        chat_records(template, d, max_turns=MAX_TURNS, on_extra_turns=ON_EXTRA_TURNS)
+        for d in dialogues])
     segments = [s for layout in layouts for r in layout.records for s in r.segments]
     nonempty = [s for s in segments if s]
     # The same segments without `split` (max_turns=3 holds every dialogue in one record):
