@@ -14,7 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from corpus import RARE, name, sprinkle_names  # noqa: E402
+from corpus import RARE, name, sprinkle_names, write_corpus  # noqa: E402
 from tools import textgen  # noqa: E402
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -89,8 +89,7 @@ def dialogue(rng: random.Random) -> dict:
 
 
 def write_chat_corpus(path: Path, n: int, seed: int = 2016) -> Path:
-    if path.exists():
-        return path
+    return write_corpus(path, n, seed, make_row=dialogue)
     rng = random.Random(seed)
     pool = []
     path.parent.mkdir(parents=True, exist_ok=True)

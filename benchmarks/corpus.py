@@ -64,7 +64,10 @@ def sample(rng: random.Random) -> dict:
     return row
 
 
-def write_corpus(path: Path, n: int, seed: int = 2026) -> Path:
+def write_corpus(path: Path, n: int, seed: int = 2026, make_row=None) -> Path:
+    """`n` rows of `make_row(rng)` (default: `sample`), 2% of them repeats of earlier
+    rows; written once (an existing file is kept)."""
+    make_row = make_row or sample
     if path.exists():
         return path
     rng = random.Random(seed)
@@ -76,7 +79,7 @@ def write_corpus(path: Path, n: int, seed: int = 2026) -> Path:
             if pool and rng.random() < 0.02:
                 row = rng.choice(pool)  # duplicates
             else:
-                row = sample(rng)
+                row = make_row(rng)
                 if len(pool) < 2000:
                     pool.append(row)
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")

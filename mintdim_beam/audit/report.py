@@ -41,7 +41,7 @@ import uuid
 from collections import Counter
 
 from mintdim_beam.audit import report_dialogues as dialogues
-from mintdim_beam.audit.csv_rows import csv_bytes
+from mintdim_beam.audit.plain_files import csv_bytes, jsonl_rows
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 from mintdim_beam.core.errors import MintDimError, MintDimFileNotFoundError
@@ -74,17 +74,6 @@ def _read_json(out: str, name: str):
     return json.loads(storage.read_bytes(path).decode("utf-8"))
 
 
-def _jsonl_rows(out: str, name: str):
-    """Rows of a JSON Lines index, streamed; a missing index reads as empty."""
-    path = storage.join(out, name)
-    if not storage.exists(path):
-        return
-    with storage.open_read(path) as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
-
-
 def _require_manifest(out: str) -> dict:
     path = storage.join(out, fmt.MANIFEST)
     if not storage.is_file(path):
@@ -107,7 +96,7 @@ def compute_figures(out: str) -> dict:
     actions = Counter()
     truncated_original: dict[int, int] = {}
     added_sizes: list[int] = []
-    for row in _jsonl_rows(out, fmt.OVERFLOW_INDEX):
+    for row in jsonl_rows(out, fmt.OVERFLOW_INDEX):
         actions[row["action"]] += 1
         if row["action"] == "truncate":
             truncated_original[dialogues.record_key(row)] = int(row["token_count"])
@@ -118,7 +107,7 @@ def compute_figures(out: str) -> dict:
     unit_tokens = Counter()
     token_counts = Counter()
     truncated_kept: dict[int, int] = {}
-    for row in _jsonl_rows(out, fmt.SAMPLE_INDEX):
+    for row in jsonl_rows(out, fmt.SAMPLE_INDEX):
         count, unit = int(row["token_count"]), int(row["unit_size"])
         records[unit] += 1
         unit_tokens[unit] += count
@@ -152,7 +141,7 @@ def compute_figures(out: str) -> dict:
     skipped = actions.get("skip", 0)
 
     dup_groups = dup_samples = largest_group = 0
-    for row in _jsonl_rows(out, fmt.DUPLICATE_INDEX):
+    for row in jsonl_rows(out, fmt.DUPLICATE_INDEX):
         dup_groups += 1
         dup_samples += int(row["count"])
         largest_group = max(largest_group, int(row["count"]))
@@ -160,7 +149,7 @@ def compute_figures(out: str) -> dict:
     unk_by_segment = Counter()
     unk_chars = Counter()
     unk_rows = unk_index_tokens = 0
-    for row in _jsonl_rows(out, fmt.UNK_INDEX):
+    for row in jsonl_rows(out, fmt.UNK_INDEX):
         unk_rows += 1
         unk_index_tokens += int(row["unk_count"])
         unk_by_segment.update(int(i) for i in row["unk_field_indices"])

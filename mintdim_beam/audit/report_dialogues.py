@@ -28,7 +28,7 @@ from collections import Counter
 
 import numpy as np
 
-from mintdim_beam.audit.csv_rows import csv_bytes
+from mintdim_beam.audit.plain_files import csv_bytes, jsonl_rows
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 
@@ -53,16 +53,6 @@ def _share(numerator, denominator) -> str:
     if not denominator:
         return f"n/a ({numerator} / {denominator}: the denominator is 0)"
     return f"{numerator / denominator:.4%} ({numerator:,} / {denominator:,})"
-
-
-def _rows(out: str, name: str):
-    path = storage.join(out, name)
-    if not storage.exists(path):
-        return
-    with storage.open_read(path) as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
 
 
 def _header_sums(path: str, n: int, unit: int, dtype, kinds: list[str]):
@@ -125,10 +115,10 @@ def dialogue_figures(out: str, manifest: dict, length_field: dict, stats: dict):
                            f"(measured) but stats.json total_tokens says {stats['total_tokens']}")
 
     parts_per_line = Counter()
-    for row in _rows(out, fmt.SAMPLE_INDEX):
+    for row in jsonl_rows(out, fmt.SAMPLE_INDEX):
         parts_per_line[(row["source_file"], row["sample_id"])] += 1
     skips = Counter()
-    for row in _rows(out, fmt.OVERFLOW_INDEX):
+    for row in jsonl_rows(out, fmt.OVERFLOW_INDEX):
         if row.get("action") == "skip":
             skips["no trained tokens left after truncation" if "reason" in row else
                   "more trained turns than max_turns" if "trained_turns" in row else
@@ -218,7 +208,7 @@ def glance_rows(fig: dict) -> list[str]:
         return []
     return [f"| trained tokens | {_share(d['trained_tokens'], d['tokens'])} | tokens of trained "
             "segments / all tokens of the records (shards' segment lengths) |",
-            f"| context tokens per trained token | "
+            "| context tokens per trained token | "
             + ("n/a" if d["context_per_trained"] is None else f"{d['context_per_trained']:.3f}")
             + f" ({d['context_tokens']:,} / {d['trained_tokens']:,}) | context tokens / "
             "trained tokens |"]
