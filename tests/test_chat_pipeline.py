@@ -4,7 +4,6 @@ real runners, bytes compared across runners and input shapes, transformers' own
 names (extra turns, truncation that would leave nothing to train on, injection)."""
 import json
 import random
-import shutil
 from pathlib import Path
 
 import numpy as np

@@ -16,7 +16,7 @@ import fsspec
 import pytest
 
 from conftest import REPO, read_tree
-from mintdim_beam.core import errors, storage
+from mintdim_beam.core import errors
 from mintdim_beam.core.ownership import MARKER, Claim, check_free, clean, inspect
 
 BIN = Path(sys.executable).parent
