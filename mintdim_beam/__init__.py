@@ -7,7 +7,8 @@ plan); `api` (the fluent builder) and `cli` (the `mintdim-beam` command) on top.
 from mintdim_beam.api import pipeline
 from mintdim_beam.core.quiet_imports import drop_beam_import_warning
 from mintdim_beam.core.version import __version__
+from mintdim_beam.read import UnitReader  # numpy, imported when a reader is made
 
 drop_beam_import_warning()  # every entry point (API, command, pipelines/) imports us first
 
-__all__ = ["pipeline", "__version__"]
+__all__ = ["pipeline", "UnitReader", "__version__"]

@@ -12,6 +12,7 @@ as the same class; pickling goes through the same path.
 from mintdim_beam.core.errors.base import ERROR_CLASSES, MintDimError, error_from_payload
 from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashError,
                                            OutputCleanError, OutputWriteError,
+                                           ReaderStateError, ShardRecordError,
                                            SourceChangedError, SourceFormatError)
 from mintdim_beam.core.errors.seed import (FieldMappingError, MintDimFileNotFoundError,
                                            OutputMappingError, OutputValidationError,
@@ -50,6 +51,8 @@ __all__ = [
     "OutputWriteError",
     "BuildInterruptedError",
     "OutputCleanError",
+    "ShardRecordError",
+    "ReaderStateError",
     "error_from_payload",
 ]
 

@@ -1,6 +1,6 @@
 """Errors of ours, beyond the seed's, in the same two languages: inputs that changed or
-cannot be read, helper processes that died, writes that failed, interrupted builds and
-a refused `clean`."""
+cannot be read, helper processes that died, writes that failed, interrupted builds, a
+refused `clean`, and the reader's corrupt records and foreign resume states."""
 from __future__ import annotations
 
 from mintdim_beam.core.errors.base import MintDimError
@@ -108,4 +108,48 @@ class OutputCleanError(MintDimError):
             ["Thư mục output không được dọn.", f"Thư mục: {kw['directory']}",
              f"Lý do: {kw['reason']}",
              "Quy tắc: clean chỉ xoá một lần build mintdim-beam chưa hoàn tất."],
+        )
+
+
+class ShardRecordError(MintDimError):
+    """Raised by the reader when a shard does not hold the records its build's files
+    describe: a record whose magic is wrong, whose segment lengths add up past the unit
+    size, or a shard whose byte size is not a whole number of the expected records.
+    `row` is the record's row inside the shard (None when the whole shard is wrong)."""
+
+    def __init__(self, *, shard: str, row: int | None, problem: str):
+        kw = {"shard": str(shard), "row": None if row is None else int(row),
+              "problem": str(problem)}
+        where = "whole shard" if kw["row"] is None else f"row {kw['row']}"
+        where_vi = "toàn bộ shard" if kw["row"] is None else f"dòng {kw['row']}"
+        self._set(
+            kw,
+            ["A shard record is corrupt.", f"Shard: {kw['shard']}", f"Record: {where}",
+             f"Problem: {kw['problem']}",
+             "Fix: rebuild the output, or copy the shard again from a good copy; nothing "
+             "is skipped silently."],
+            ["Một record trong shard bị hỏng.", f"Shard: {kw['shard']}",
+             f"Record: {where_vi}", f"Vấn đề: {kw['problem']}",
+             "Cách sửa: build lại output, hoặc chép lại shard từ một bản tốt; không có "
+             "record nào bị bỏ qua âm thầm."],
+        )
+
+
+class ReaderStateError(MintDimError):
+    """Raised by `UnitReader.load_state_dict` when the state was saved by a reader of
+    another build (its manifest.json fingerprint differs) or with settings that give
+    another order (seed, tokens_per_step, last-batch rule)."""
+
+    def __init__(self, *, key: str, expected: str, found: str):
+        kw = {"key": str(key), "expected": str(expected), "found": str(found)}
+        self._set(
+            kw,
+            ["The reader state does not belong to this reader.", f"Key: {kw['key']}",
+             f"This reader: {kw['expected']}", f"State: {kw['found']}",
+             "Fix: resume with the same build (manifest.json), seed and tokens_per_step "
+             "the state was saved with."],
+            ["Trạng thái reader không thuộc về reader này.", f"Khoá: {kw['key']}",
+             f"Reader này: {kw['expected']}", f"Trạng thái: {kw['found']}",
+             "Cách sửa: tiếp tục với đúng build (manifest.json), seed và tokens_per_step "
+             "đã dùng khi lưu trạng thái."],
         )

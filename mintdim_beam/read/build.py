@@ -1,0 +1,283 @@
+"""A finished build as the reader sees it: what `manifest.json`, `length_field.json`,
+`histogram.json` and `sample_index.jsonl` say, checked against the shards on disk, and
+records read by (unit, ordinal).
+
+Records are fixed-width, so record i of a unit is row `i % S` of shard `i // S`
+(S = `output.samples_per_shard`) at byte `row * record_bytes`. Local shards are
+memory-mapped (`np.memmap`, a few kept open, never read whole); URLs are read by byte
+ranges through `core.storage` (one `cat_ranges` call per batch, adjacent rows merged).
+
+Sample ids: `sample_index.jsonl` is the only place that maps a unit's records to
+sample ids. It is parsed once per build and process, on the first batch (not when the
+reader is made), into one int64 array per unit, with two regular expressions over the
+file's bytes (rows are written by `core.format.sample_row`, `sample_id` first and
+`unit_size` fourth); a 1M-row index (about 250 MB) parses in about 0.8 s. The arrays
+are cached per (build path, manifest fingerprint) in this process.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mintdim_beam.core import storage
+from mintdim_beam.core.errors import ShardRecordError
+from mintdim_beam.core.format import (HISTOGRAM, LENGTH_FIELD, MANIFEST, NP_DTYPES,
+                                      SAMPLE_INDEX, record_bytes, shard_name)
+
+# `{"` never occurs inside a JSON string (its quote would be escaped), so this matches
+# row starts only; no `^` with re.M, which is five times slower.
+_SAMPLE_ID = re.compile(rb'\{"sample_id": (\d+),')
+_UNIT_SIZE = re.compile(rb'"unit_size": (\d+),')
+_OPEN_SHARDS = 64  # memory maps kept open (each holds a file descriptor)
+
+_SAMPLE_IDS: dict[tuple[str, str], dict[int, np.ndarray]] = {}
+_SAMPLE_IDS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Segment:
+    index: int
+    name: str
+    kind: str  # literal / field (templated), context / trained (chat, preference)
+
+
+@dataclass
+class Build:
+    """A complete build's layout; `counts[size]` records per unit (units with records)."""
+
+    root: str
+    fingerprint: str
+    dtype: np.dtype
+    magic: int
+    pad_id: int
+    segments: tuple[Segment, ...]
+    samples_per_shard: int
+    counts: dict[int, int]
+    _maps: OrderedDict = field(default_factory=OrderedDict, repr=False)
+
+    def __getstate__(self):
+        """Pickled (to a DataLoader worker) without its memory maps: pickling an
+        np.memmap would copy the shard."""
+        state = dict(self.__dict__)
+        state["_maps"] = OrderedDict()
+        return state
+
+    @property
+    def sizes(self) -> list[int]:
+        return sorted(self.counts)
+
+    @property
+    def is_local(self) -> bool:
+        return not storage.is_url(self.root)
+
+    def width(self, unit: int) -> int:
+        """Token slots per record: magic, one length per segment, the payload."""
+        return 1 + len(self.segments) + unit
+
+    def shard_path(self, unit: int, shard: int) -> str:
+        return storage.join(self.root, *shard_name(unit, shard).split("/"))
+
+    def shard_count(self, unit: int) -> int:
+        return -(-self.counts[unit] // self.samples_per_shard)
+
+    def sample_ids(self, unit: int) -> np.ndarray:
+        """The unit's sample ids by record ordinal (int64), parsed once per process."""
+        key = (self.root, self.fingerprint)
+        with _SAMPLE_IDS_LOCK:
+            if key not in _SAMPLE_IDS:
+                _SAMPLE_IDS[key] = _parse_sample_index(self)
+        return _SAMPLE_IDS[key][unit]
+
+    def records(self, unit: int, ordinals: np.ndarray) -> np.ndarray:
+        """Records `ordinals` of `unit`, in that order, as (len, width) in the token
+        dtype; each one's magic and segment lengths checked."""
+        width = self.width(unit)
+        ordinals = np.asarray(ordinals, dtype=np.int64)
+        shards, rows = np.divmod(ordinals, self.samples_per_shard)
+        if self.is_local:
+            out = self._records_local(unit, shards, rows, width)
+        else:
+            out = self._records_remote(unit, shards, rows, width)
+        self._check(unit, out, shards, rows)
+        return out
+
+    def _records_local(self, unit, shards, rows, width) -> np.ndarray:
+        out = np.empty((len(rows), width), dtype=self.dtype)
+        for shard in np.unique(shards):
+            picked = shards == shard
+            out[picked] = self._memmap(unit, int(shard), width)[rows[picked]]
+        return out
+
+    def _memmap(self, unit: int, shard: int, width: int) -> np.memmap:
+        key = (unit, shard)
+        if key in self._maps:
+            self._maps.move_to_end(key)
+            return self._maps[key]
+        path = self.shard_path(unit, shard)
+        nrows = _shard_rows(self.counts[unit], self.samples_per_shard, shard)
+        mm = np.memmap(path, dtype=self.dtype, mode="r", shape=(nrows, width))
+        self._maps[key] = mm
+        if len(self._maps) > _OPEN_SHARDS:
+            self._maps.popitem(last=False)
+        return mm
+
+    def _records_remote(self, unit, shards, rows, width) -> np.ndarray:
+        """Byte ranges: rows sorted by (shard, row), adjacent ones merged into one range,
+        all ranges of the batch fetched by one `cat_ranges` call."""
+        nbytes = width * self.dtype.itemsize
+        order = np.lexsort((rows, shards))
+        paths, starts, ends, spans = [], [], [], []
+        i = 0
+        while i < len(order):
+            j = i + 1
+            while (j < len(order) and shards[order[j]] == shards[order[i]]
+                   and rows[order[j]] == rows[order[j - 1]] + 1):
+                j += 1
+            first = int(rows[order[i]])
+            paths.append(self.shard_path(unit, int(shards[order[i]])))
+            starts.append(first * nbytes)
+            ends.append((first + j - i) * nbytes)
+            spans.append((i, j))
+            i = j
+        fs = storage.filesystem(self.root)
+        blobs = fs.cat_ranges(paths, starts, ends)
+        out = np.empty((len(rows), width), dtype=self.dtype)
+        for (i, j), blob, path, start, end in zip(spans, blobs, paths, starts, ends):
+            if isinstance(blob, Exception) or len(blob) != end - start:
+                raise OSError(f"{path}: could not read bytes {start}..{end}: {blob!r:.200}")
+            out[order[i:j]] = np.frombuffer(blob, dtype=self.dtype).reshape(j - i, width)
+        return out
+
+    def _check(self, unit: int, out: np.ndarray, shards, rows) -> None:
+        n = len(self.segments)
+        bad_magic = out[:, 0] != self.magic
+        lengths = out[:, 1:1 + n].astype(np.int64)
+        bad_lengths = lengths.sum(axis=1) > unit
+        bad = np.flatnonzero(bad_magic | bad_lengths)
+        if not len(bad):
+            return
+        k = int(bad[0])
+        shard = shard_name(unit, int(shards[k]))
+        if bad_magic[k]:
+            problem = f"magic is {int(out[k, 0])}, expected {self.magic}"
+        else:
+            problem = (f"segment lengths {lengths[k].tolist()} add up to {int(lengths[k].sum())}, "
+                       f"more than the unit size {unit}")
+        raise ShardRecordError(shard=shard, row=int(rows[k]), problem=problem)
+
+
+def _shard_rows(count: int, per_shard: int, shard: int) -> int:
+    return min(per_shard, count - shard * per_shard)
+
+
+def _read_json(root: str, name: str):
+    return json.loads(_read(root, name))
+
+
+def _read(root: str, name: str) -> bytes:
+    path = storage.join(root, name)
+    if not storage.is_url(path):
+        with open(path, "rb") as handle:
+            return handle.read()
+    return storage.read_bytes(path)
+
+
+def open_build(path: str) -> Build:
+    """The build at `path` (a directory or URL holding `manifest.json`)."""
+    root = storage.resolve(str(path)).rstrip("/")
+    try:
+        manifest_bytes = _read(root, MANIFEST)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no {MANIFEST}; not a complete unit-build "
+                                "(the manifest is written last)") from None
+    manifest = json.loads(manifest_bytes)
+    if manifest.get("pipeline") != "unit-build":
+        raise ValueError(f"{path}: manifest.json is a {manifest.get('pipeline')!r} build, "
+                         "the reader reads unit-build outputs")
+    layout = _read_json(root, manifest.get("length_field_metadata") or LENGTH_FIELD)
+    histogram = _read_json(root, HISTOGRAM)
+    sizes = [int(s) for s in manifest["units"]["sizes"]]
+    counts = {int(k): int(v) for k, v in histogram.items() if int(v) > 0}
+    unknown = sorted(set(counts) - set(sizes))
+    if unknown:
+        raise ValueError(f"{path}: histogram.json counts units {unknown} that manifest.json "
+                         f"units.sizes {sizes} does not list")
+    dtype_name = layout["token_dtype"]
+    segments = tuple(Segment(int(f["index"]), f["name"], f["kind"])
+                     for f in layout["length_fields"])
+    if [s.name for s in segments] != list(layout["sequence_template"]):
+        raise ValueError(f"{path}: length_field.json length_fields and sequence_template differ")
+    build = Build(root=root, fingerprint=hashlib.sha256(manifest_bytes).hexdigest(),
+                  dtype=NP_DTYPES[dtype_name], magic=int(layout["magic"]),
+                  pad_id=int(layout["pad_token_id"]), segments=segments,
+                  samples_per_shard=int(manifest["output"]["samples_per_shard"]),
+                  counts=counts)
+    _check_shards(build)
+    return build
+
+
+def _check_shards(build: Build) -> None:
+    """Every shard the counts call for is there with exactly its records' bytes: one
+    stat per shard locally, one listing per unit for a URL."""
+    for unit in build.sizes:
+        nbytes = record_bytes(unit, len(build.segments), build.dtype.itemsize)
+        found = _shard_sizes(build, unit)
+        for shard in range(build.shard_count(unit)):
+            path = build.shard_path(unit, shard)
+            want = _shard_rows(build.counts[unit], build.samples_per_shard, shard) * nbytes
+            got = found.get(shard)
+            if got != want:
+                what = "missing" if got is None else f"{got} bytes"
+                raise ShardRecordError(shard=shard_name(unit, shard), row=None,
+                                       problem=f"{what}, expected {want} bytes "
+                                               f"({path}; histogram.json and samples_per_shard)")
+
+
+def _shard_sizes(build: Build, unit: int) -> dict[int, int]:
+    if build.is_local:
+        sizes = {}
+        for shard in range(build.shard_count(unit)):
+            try:
+                sizes[shard] = os.path.getsize(build.shard_path(unit, shard))
+            except FileNotFoundError:
+                pass
+        return sizes
+    directory = storage.join(build.root, f"unit_{unit}")
+    fs = storage.filesystem(directory)
+    fs.invalidate_cache(directory)
+    sizes = {}
+    for entry in fs.ls(directory, detail=True):
+        match = re.search(r"shard_(\d{6})\.bin$", entry["name"])
+        if match:
+            sizes[int(match.group(1))] = int(entry["size"])
+    return sizes
+
+
+def _parse_sample_index(build: Build) -> dict[int, np.ndarray]:
+    data = _read(build.root, SAMPLE_INDEX)
+    ids = _ints(_SAMPLE_ID.findall(data))
+    units = _ints(_UNIT_SIZE.findall(data))
+    if len(ids) != len(units) or len(ids) != sum(build.counts.values()):
+        raise ValueError(f"{build.root}: {SAMPLE_INDEX} has {len(ids)} rows "
+                         f"({len(units)} unit sizes), histogram.json counts "
+                         f"{sum(build.counts.values())} records")
+    out = {}
+    for unit in build.sizes:
+        out[unit] = ids[units == unit]
+        if len(out[unit]) != build.counts[unit]:
+            raise ValueError(f"{build.root}: {SAMPLE_INDEX} has {len(out[unit])} rows of unit "
+                             f"{unit}, histogram.json counts {build.counts[unit]}")
+    return out
+
+
+def _ints(matches: list[bytes]) -> np.ndarray:
+    if not matches:
+        return np.zeros(0, dtype=np.int64)
+    return np.fromiter(map(int, matches), dtype=np.int64, count=len(matches))

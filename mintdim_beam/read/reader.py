@@ -1,0 +1,197 @@
+"""`UnitReader`: a finished unit-build as fixed-shape training batches, one unit per step.
+
+    reader = UnitReader(path, tokens_per_step=65536, seed=0, rank=0, world_size=8,
+                        target=["output"], ignore_id=-100)
+    reader.set_epoch(e)
+    for batch in reader:      # one epoch, this rank's share
+        batch.input_ids       # int64 [rows, unit_size]
+        batch.labels          # the token inside a target segment, ignore_id elsewhere
+        batch.sample_ids      # int64 [rows], -1 for a padding row
+    state = reader.state_dict()
+
+Global batch: `max(1, tokens_per_step // unit_size)` rows of one unit; it must be a
+multiple of `world_size` for every unit holding records (else ValueError at creation),
+and rank r takes rows `[r*R/W, (r+1)*R/W)`. The order is a pure function of (seed,
+epoch, step) (see `read.order`), so for one `tokens_per_step` the global sequence is the
+same for every world size that divides the batches, and resuming is arithmetic.
+
+A unit's last, partial global batch (`last="pad"`, the default) is filled up to the full
+batch with padding rows after its real rows: `sample_ids == -1`, `input_ids` all
+`pad_id`, `labels` all `ignore_id` (`batch.valid` is False there). So every record is
+read exactly once per epoch across ranks, all ranks yield the same number of steps with
+the same shapes (DDP lockstep), every step of a unit has one shape. A rank may get a
+step of padding rows only: normalize the loss by the global count of label tokens (or
+guard a per-rank mean over zero tokens). `last="drop"` skips partial batches instead.
+
+Epochs and resume (like PyTorch's DistributedSampler and torchdata's
+StatefulDataLoader): `set_epoch(e)` with a new epoch starts it at step 0; with the
+current epoch it changes nothing, so `load_state_dict` then the usual `set_epoch` loop
+continues where the state was saved. Iterating yields the steps from the current one to
+the end of the epoch; iterating again after the end repeats the epoch from step 0.
+`state_dict()` after k batches has `step == k`; a reader that loads it yields step k
+next (0-based), also with another world size (elastic).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mintdim_beam.core.errors import ReaderStateError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from mintdim_beam.read import order
+
+# numpy and the reader's own modules are imported when a reader is made, not here:
+# `import mintdim_beam` (every command, every helper process) stays free of numpy.
+
+STATE_VERSION = 1
+
+
+@dataclass
+class Batch:
+    """One step of one rank. Plain reads: `input_ids`, `labels`, `sample_ids`,
+    `unit_size`; with `pairs=True`: the four `chosen_*` / `rejected_*` arrays (then
+    `input_ids` and `labels` are None). `step` is the global step index in the epoch."""
+
+    unit_size: int
+    step: int
+    epoch: int
+    sample_ids: np.ndarray
+    input_ids: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    chosen_input_ids: np.ndarray | None = None
+    chosen_labels: np.ndarray | None = None
+    rejected_input_ids: np.ndarray | None = None
+    rejected_labels: np.ndarray | None = None
+
+    @property
+    def valid(self) -> np.ndarray:
+        """False for the padding rows of a unit's last, partial batch."""
+        return self.sample_ids >= 0
+
+
+class UnitReader:
+    """Read a unit-build (a local directory or any fsspec URL) for training; see the
+    module docstring for the order, the last partial batch and resume."""
+
+    def __init__(self, path: str, *, tokens_per_step: int, seed: int = 0, rank: int = 0,
+                 world_size: int = 1, target=None, ignore_id: int = -100,
+                 pairs: bool = False, last: str = "pad"):
+        from mintdim_beam.read import masks, order
+        from mintdim_beam.read.build import open_build
+
+        if tokens_per_step < 1 or seed < 0:
+            raise ValueError("tokens_per_step must be >= 1 and seed >= 0")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in 0..world_size-1 (world_size {world_size})")
+        if last not in order.LAST_RULES:
+            raise ValueError(f"last must be one of {order.LAST_RULES}, got {last!r}")
+        self.build = open_build(path)
+        self.tokens_per_step, self.seed, self.rank, self.world_size = (
+            int(tokens_per_step), int(seed), int(rank), int(world_size))
+        self.ignore_id, self.pairs, self.last = int(ignore_id), bool(pairs), last
+        segments = self.build.segments
+        if pairs:
+            self._chosen, _ = masks.pair_indices(segments)
+        else:
+            self._targets = masks.target_segments(segments, target)
+        self._check_world_size()
+        self.epoch, self.step = 0, 0
+        self._plan_key, self._plan, self._perms = None, None, {}
+
+    def _check_world_size(self) -> None:
+        from mintdim_beam.read import order
+
+        bad = [(u, order.rows_per_step(self.tokens_per_step, u)) for u in self.build.sizes
+               if order.rows_per_step(self.tokens_per_step, u) % self.world_size]
+        if bad:
+            shown = ", ".join(f"unit {u}: {r} rows" for u, r in bad)
+            raise ValueError(f"world_size {self.world_size} does not divide the global batch "
+                             f"(max(1, tokens_per_step // unit_size)) of every unit ({shown}); "
+                             f"choose tokens_per_step so that each is a multiple of it")
+
+    # -- epochs and state ---------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        if int(epoch) != self.epoch:
+            self.epoch, self.step = int(epoch), 0
+
+    def __len__(self) -> int:
+        """Steps per epoch, the same on every rank."""
+        return len(self._epoch_plan())
+
+    def state_dict(self) -> dict:
+        return {"version": STATE_VERSION, "fingerprint": self.build.fingerprint,
+                "seed": self.seed, "epoch": self.epoch, "step": self.step,
+                "tokens_per_step": self.tokens_per_step, "last": self.last,
+                "steps_in_epoch": len(self), "world_size": self.world_size}
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = self.state_dict()
+        for key in ("version", "fingerprint", "seed", "tokens_per_step", "last"):
+            if state.get(key) != mine[key]:
+                raise ReaderStateError(key=key, expected=str(mine[key]), found=str(state.get(key)))
+        self.epoch, self.step = int(state["epoch"]), int(state["step"])
+
+    # -- iteration ----------------------------------------------------------------------
+    def __iter__(self):
+        plan = self._epoch_plan()
+        if self.step >= len(plan):
+            self.step = 0
+        while self.step < len(plan):
+            k = self.step
+            batch = self._batch(plan, k)
+            self.step = k + 1  # counted before the yield: a state saved now resumes after it
+            yield batch
+
+    def batch_at(self, step: int) -> Batch:
+        """This rank's batch of global step `step` of the current epoch, without moving."""
+        return self._batch(self._epoch_plan(), int(step))
+
+    def _epoch_plan(self) -> order.EpochPlan:
+        from mintdim_beam.read import order
+
+        key = (self.epoch,)
+        if self._plan_key != key:
+            self._plan = order.epoch_plan(self.build.counts, self.tokens_per_step, self.seed,
+                                          self.epoch, self.last)
+            self._plan_key, self._perms = key, {}
+        return self._plan
+
+    def _permutation(self, unit: int) -> np.ndarray:
+        from mintdim_beam.read import order
+
+        if unit not in self._perms:
+            self._perms[unit] = order.unit_permutation(self.build.counts[unit], self.seed,
+                                                       self.epoch, unit)
+        return self._perms[unit]
+
+    def _batch(self, plan: order.EpochPlan, k: int) -> Batch:
+        import numpy as np
+
+        from mintdim_beam.read import masks, order
+
+        unit = int(plan.units[k])
+        rows = order.rows_per_step(self.tokens_per_step, unit)
+        ordinals = order.rank_ordinals(self._permutation(unit), int(plan.index[k]), rows,
+                                       self.rank, self.world_size)
+        real = ordinals >= 0
+        n = len(self.build.segments)
+        records = np.zeros((len(ordinals), self.build.width(unit)), dtype=np.int64)
+        records[:, 1 + n:] = self.build.pad_id  # padding rows: pad ids, zero lengths
+        if real.any():
+            records[real] = self.build.records(unit, ordinals[real])
+        sample_ids = np.full(len(ordinals), -1, dtype=np.int64)
+        sample_ids[real] = self.build.sample_ids(unit)[ordinals[real]]
+        lengths, payload = records[:, 1:1 + n], records[:, 1 + n:]
+        batch = Batch(unit_size=unit, step=k, epoch=self.epoch, sample_ids=sample_ids)
+        if self.pairs:
+            for name, value in masks.pairs(payload, lengths, self._chosen, self.build.pad_id,
+                                           self.ignore_id).items():
+                setattr(batch, name, value)
+        else:
+            batch.input_ids = np.ascontiguousarray(payload)
+            mask = masks.label_mask(lengths, self._targets, unit)
+            batch.labels = masks.labels_for(batch.input_ids, mask, self.ignore_id)
+        return batch

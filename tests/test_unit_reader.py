@@ -1,0 +1,378 @@
+"""UnitReader on real builds (templated with SentencePiece, chat and preference with a
+byte-level BPE): every record once per epoch across ranks, lockstep, the same global
+order for every world size, seeded shuffles, exact and elastic resume, labels and pairs
+against masks computed here from length_field.json, corruption named by shard and row,
+and a memory:// copy read like the local build."""
+import json
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import IN_MEMORY, run_build, sentence, write_jsonl
+from mintdim_beam import UnitReader, pipeline
+from mintdim_beam.core import errors
+
+TOKENS = 512  # rows per global batch: 32 (unit 16), 16 (unit 32), 8 (unit 64)
+
+
+@pytest.fixture(scope="module")
+def templated(tmp_path_factory, tokenizers_dir) -> Path:
+    """~300 records over three units, 7 per shard; overflow `skip` leaves gaps in the
+    sample ids, so ids and ordinals differ."""
+    work = tmp_path_factory.mktemp("templated")
+    rng = random.Random(5)
+    rows = [{"q": sentence(rng, 1, 6), "a": sentence(rng, 1, 14) if i % 9 else sentence(rng, 20, 90)}
+            for i in range(320)]
+    write_jsonl(work / "data.jsonl", rows)
+    (work / "tok").mkdir()
+    shutil.copy(tokenizers_dir / "sp.model", work / "tok/sp.model")
+    run_build(work, files=["data.jsonl"], fields=[["q", "a"]], templates=["Q: {q}\nA: {a}"],
+              tokenizer="sentencepiece", tokenizer_files=["tok/sp.model"], sizes=[[16, 32, 64]],
+              build_batch=[16], output="out", samples_per_shard=[7], on_overflow="skip",
+              on_template_unk="continue")
+    return work / "out"
+
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+@pytest.fixture(scope="module")
+def bpe(tmp_path_factory) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    rng = random.Random(7)
+    work = tmp_path_factory.mktemp("bpe")
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator([sentence(rng, 5, 20) for _ in range(2000)], trainer)
+    tokenizer.save(str(work / "tokenizer.json"))
+    (work / "tokenizer_config.json").write_text(json.dumps(
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}))
+    return work
+
+
+def _bpe_job(source, bpe, out, sizes, overflow="truncate"):
+    return (source.tokenizer.hf_json(files=[str(bpe / "tokenizer.json")],
+                                     config=str(bpe / "tokenizer_config.json"))
+            .units(sizes=[sizes], build_batch=[8]).output.dir(str(out), samples_per_shard=[9])
+            .run(on_overflow=overflow, on_template_unk="abort", pipeline_options=list(IN_MEMORY)))
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory, bpe) -> Path:
+    work = tmp_path_factory.mktemp("chat")
+    rng = random.Random(11)
+    rows = []
+    for i in range(60):
+        messages = [{"role": "system", "content": sentence(rng, 2, 5)}] if i % 3 == 0 else []
+        for _ in range(1 + i % 2):
+            messages += [{"role": "user", "content": sentence(rng, 2, 8)},
+                         {"role": "assistant", "content": sentence(rng, 1, 12)}]
+        rows.append({"messages": messages})
+    write_jsonl(work / "chat.jsonl", rows)
+    _bpe_job(pipeline("unit-build").source.chat(files=[str(work / "chat.jsonl")], format="messages",
+                                                chat_template="chatml", max_turns=2),
+             bpe, work / "out", [64, 128])
+    return work / "out"
+
+
+@pytest.fixture(scope="module")
+def preference(tmp_path_factory, bpe) -> Path:
+    work = tmp_path_factory.mktemp("pref")
+    rng = random.Random(13)
+    rows = [{"prompt": [{"role": "user", "content": sentence(rng, 2, 8)}],
+             "chosen": [{"role": "assistant", "content": sentence(rng, 1, 10)}],
+             "rejected": [{"role": "assistant", "content": sentence(rng, 1, 16)}]}
+            for _ in range(50)]
+    write_jsonl(work / "pairs.jsonl", rows)
+    _bpe_job(pipeline("unit-build").source.preference(files=[str(work / "pairs.jsonl")],
+                                                      chat_template="chatml"),
+             bpe, work / "out", [64, 128])
+    return work / "out"
+
+
+# -- an independent view of a build: sample_index rows, records read with np.fromfile ----
+def _records(out: Path) -> dict:
+    """sample_id -> (unit, segment lengths, payload ids) straight from the files."""
+    layout = json.loads((out / "length_field.json").read_text())
+    n = len(layout["sequence_template"])
+    dtype = {"uint16": "<u2", "uint32": "<u4"}[layout["token_dtype"]]
+    shards, seen, found = {}, {}, {}
+    for line in (out / "sample_index.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        unit, path = row["unit_size"], row["shard_path"]
+        if path not in shards:
+            shards[path] = np.fromfile(out / path, dtype=dtype).reshape(-1, 1 + n + unit)
+        k = seen.get(path, 0)
+        seen[path] = k + 1
+        record = shards[path][k].astype(np.int64)
+        found[row["sample_id"]] = (unit, record[1:1 + n], record[1 + n:])
+    return found
+
+
+def _epoch(out, world, **kw) -> list:
+    """Per step: (unit, [each rank's batch])."""
+    tokens = kw.pop("tokens", TOKENS)
+    readers = [UnitReader(str(out), tokens_per_step=tokens, rank=r, world_size=world, **kw)
+               for r in range(world)]
+    return _steps(readers)
+
+
+def _steps(readers) -> list:
+    per_rank = [list(r) for r in readers]
+    assert len({len(p) for p in per_rank}) == 1  # lockstep: same step count on every rank
+    return [(batches[0].unit_size, list(batches)) for batches in zip(*per_rank)]
+
+
+def _global_ids(steps) -> list:
+    return [np.concatenate([b.sample_ids for b in batches]).tolist() for _, batches in steps]
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_every_record_exactly_once_per_epoch_in_lockstep(templated, world):
+    records = _records(templated)
+    steps = _epoch(templated, world, seed=3)
+    ids = [i for step in _global_ids(steps) for i in step if i >= 0]
+    assert sorted(ids) == sorted(records) and len(ids) == len(set(ids))
+    assert max(records) > len(records)  # skipped overflows left gaps in the sample ids
+    for unit, batches in steps:
+        rows = max(1, TOKENS // unit)
+        assert {b.input_ids.shape for b in batches} == {(rows // world, unit)}
+        for batch in batches:
+            assert batch.input_ids.dtype == batch.labels.dtype == batch.sample_ids.dtype == np.int64
+            for sid, ids_row in zip(batch.sample_ids, batch.input_ids):
+                if sid >= 0:
+                    assert records[sid][0] == unit
+                    assert ids_row.tolist() == records[sid][2].tolist()
+
+
+def test_partial_batches_are_padding_rows_at_the_end(templated):
+    pad = json.loads((templated / "length_field.json").read_text())["pad_token_id"]
+    steps = _epoch(templated, 4)
+    padded = 0
+    for unit, batches in steps:
+        global_ids = np.concatenate([b.sample_ids for b in batches])
+        real = global_ids >= 0
+        assert real[:real.sum()].all()  # real rows first, then padding
+        for b in batches:
+            assert (b.input_ids[~b.valid] == pad).all() and (b.labels[~b.valid] == -100).all()
+        padded += (~real).sum()
+    counts = json.loads((templated / "histogram.json").read_text())
+    assert padded == sum(-c % max(1, TOKENS // int(u)) for u, c in counts.items())
+    assert len(_epoch(templated, 2, last="drop")) == sum(
+        c // max(1, TOKENS // int(u)) for u, c in counts.items())
+
+
+def test_the_global_sequence_is_the_same_for_every_world_size(templated):
+    one = _global_ids(_epoch(templated, 1, seed=9))
+    assert one == _global_ids(_epoch(templated, 2, seed=9)) == _global_ids(_epoch(templated, 4, seed=9))
+
+
+def test_a_pickled_reader_carries_no_shard_bytes(templated):
+    import pickle
+
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS)
+    first = reader.batch_at(0)
+    copy = pickle.loads(pickle.dumps(reader))
+    assert len(pickle.dumps(reader)) < 20_000
+    assert np.array_equal(copy.batch_at(0).input_ids, first.input_ids)
+
+
+def test_order_depends_on_seed_and_epoch_only(templated):
+    def order(seed, epoch):
+        reader = UnitReader(str(templated), tokens_per_step=TOKENS, seed=seed)
+        reader.set_epoch(epoch)
+        return [b.sample_ids.tolist() for b in reader]
+
+    base = order(1, 0)
+    assert base == order(1, 0)
+    assert base != order(2, 0) and base != order(1, 1) and order(1, 1) == order(1, 1)
+    units = [UnitReader(str(templated), tokens_per_step=TOKENS, seed=s).batch_at(0).unit_size
+             for s in range(12)]
+    assert len(set(units)) > 1  # the steps of the units are interleaved, not unit by unit
+
+
+@pytest.mark.parametrize("before, after", [(2, 2), (1, 4), (4, 2)])
+def test_resume_continues_exactly_also_with_another_world_size(templated, before, after):
+    whole = _global_ids(_epoch(templated, 1, seed=5))
+    k = 5
+    first = [UnitReader(str(templated), tokens_per_step=TOKENS, seed=5, rank=r, world_size=before)
+             for r in range(before)]
+    head = []
+    for reader in first:
+        reader.set_epoch(0)
+        it = iter(reader)
+        head.append([next(it) for _ in range(k)])
+    state = json.loads(json.dumps(first[0].state_dict()))
+    assert state["step"] == k and all(r.state_dict() == first[0].state_dict() for r in first)
+    assert len(json.dumps(state)) < 400
+    rest = []
+    for r in range(after):
+        reader = UnitReader(str(templated), tokens_per_step=TOKENS, seed=5, rank=r, world_size=after)
+        reader.load_state_dict(state)
+        reader.set_epoch(0)  # the usual loop: the same epoch does not restart it
+        rest.append(reader)
+    got = [np.concatenate([h[i].sample_ids for h in head]).tolist() for i in range(k)]
+    got += _global_ids(_steps(rest))
+    assert got == whole
+    assert rest[0].state_dict()["step"] == len(whole)
+    rest[0].set_epoch(1)
+    assert rest[0].state_dict()["step"] == 0
+
+
+def test_a_state_of_another_build_or_order_is_refused(templated, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(templated, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["note"] = "another build"
+    (copy / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    state = UnitReader(str(templated), tokens_per_step=TOKENS).state_dict()
+    with pytest.raises(errors.ReaderStateError) as info:
+        UnitReader(str(copy), tokens_per_step=TOKENS).load_state_dict(state)
+    assert info.value.kwargs["key"] == "fingerprint" and "Khoá" in info.value.vietnamese
+    with pytest.raises(errors.ReaderStateError, match="tokens_per_step"):
+        UnitReader(str(templated), tokens_per_step=1024).load_state_dict(state)
+    with pytest.raises(errors.ReaderStateError, match="seed"):
+        UnitReader(str(templated), tokens_per_step=TOKENS, seed=1).load_state_dict(state)
+
+
+def test_a_world_size_that_does_not_divide_a_batch_is_refused(templated):
+    with pytest.raises(ValueError, match="unit 64: 2 rows"):
+        UnitReader(str(templated), tokens_per_step=128, world_size=4)
+
+
+def _expected_labels(out: Path, lengths, ids, targets, ignore=-100) -> list:
+    """Labels from length_field.json and the segment lengths, one position at a time."""
+    names = json.loads((out / "length_field.json").read_text())["sequence_template"]
+    labels = [ignore] * len(ids)
+    pos = 0
+    for name, length in zip(names, lengths):
+        for p in range(pos, pos + int(length)):
+            if targets(name):
+                labels[p] = int(ids[p])
+        pos += int(length)
+    return labels
+
+
+def _check_labels(out, steps, targets, ignore=-100):
+    records = _records(out)
+    checked = 0
+    for _, batches in steps:
+        for b in batches:
+            for sid, row, labels in zip(b.sample_ids, b.input_ids, b.labels):
+                if sid >= 0:
+                    _, lengths, _ = records[sid]
+                    assert labels.tolist() == _expected_labels(out, lengths, row, targets, ignore)
+                    checked += 1
+    assert checked == len(records)
+
+
+def test_templated_labels_default_to_the_last_field(templated):
+    _check_labels(templated, _epoch(templated, 2), lambda name: name == "a")
+    _check_labels(templated, _epoch(templated, 1, target=["q", "token_*"], ignore_id=-1),
+                  lambda name: name != "a", ignore=-1)
+    with pytest.raises(ValueError, match="matches no segment"):
+        UnitReader(str(templated), tokens_per_step=TOKENS, target=["answer"])
+
+
+def test_chat_labels_default_to_the_trained_turns(chat):
+    layout = json.loads((chat / "length_field.json").read_text())
+    assert "trained" in [f["kind"] for f in layout["length_fields"]]
+    _check_labels(chat, _epoch(chat, 2, tokens=256), lambda name: name.startswith("assistant_"))
+    _check_labels(chat, _epoch(chat, 1, tokens=256, target=["assistant_1"]),
+                  lambda name: name == "assistant_1")
+
+
+def test_preference_pairs(preference):
+    layout = json.loads((preference / "length_field.json").read_text())
+    names = layout["sequence_template"]
+    pad = layout["pad_token_id"]
+    assert names[-3:] == ["prompt", "chosen", "rejected"]
+    records = _records(preference)
+    with pytest.raises(ValueError, match="pairs=True"):
+        UnitReader(str(preference), tokens_per_step=256)
+    seen = []
+    for unit, batches in _epoch(preference, 2, tokens=256, pairs=True):
+        for b in batches:
+            assert b.input_ids is None and b.chosen_input_ids.shape == (len(b.sample_ids), unit)
+            for i, sid in enumerate(b.sample_ids):
+                if sid < 0:
+                    continue
+                seen.append(int(sid))
+                _, lengths, payload = records[sid]
+                p, c, r = int(lengths[:-2].sum()), int(lengths[-2]), int(lengths[-1])
+                prompt = payload[:p].tolist()
+                chosen = payload[p:p + c].tolist()
+                rejected = payload[p + c:p + c + r].tolist()
+                fill = lambda seq: seq + [pad] * (unit - len(seq))  # noqa: E731
+                assert b.chosen_input_ids[i].tolist() == fill(prompt + chosen)
+                assert b.rejected_input_ids[i].tolist() == fill(prompt + rejected)
+                assert b.chosen_labels[i].tolist() == [-100] * p + chosen + [-100] * (unit - p - c)
+                assert b.rejected_labels[i].tolist() == [-100] * p + rejected + [-100] * (unit - p - r)
+    assert sorted(seen) == sorted(records)
+
+
+def _corrupt(templated, tmp_path, slot, value):
+    """A copy of the build with one token slot of unit 32's shard 1, row 3 rewritten."""
+    copy = tmp_path / "bad"
+    shutil.copytree(templated, copy)
+    layout = json.loads((copy / "length_field.json").read_text())
+    width = 1 + len(layout["sequence_template"]) + 32
+    path = copy / "unit_32/shard_000001.bin"
+    data = np.fromfile(path, dtype="<u2").reshape(-1, width)
+    data[3, slot] = value
+    data.tofile(path)
+    return copy
+
+
+@pytest.mark.parametrize("slot, value, words", [(0, 7, "magic is 7"),
+                                                (1, 30, "more than the unit size 32")])
+def test_a_corrupt_record_names_its_shard_and_row(templated, tmp_path, slot, value, words):
+    copy = _corrupt(templated, tmp_path, slot, value)
+    reader = UnitReader(str(copy), tokens_per_step=TOKENS)
+    with pytest.raises(errors.ShardRecordError) as info:
+        for _ in reader:
+            pass
+    assert info.value.kwargs["shard"] == "unit_32/shard_000001.bin"
+    assert info.value.kwargs["row"] == 3 and words in info.value.kwargs["problem"]
+
+
+def test_a_short_or_missing_shard_is_refused_when_opened(templated, tmp_path):
+    copy = tmp_path / "short"
+    shutil.copytree(templated, copy)
+    path = copy / "unit_16/shard_000000.bin"
+    path.write_bytes(path.read_bytes()[:-2])
+    with pytest.raises(errors.ShardRecordError, match="unit_16/shard_000000.bin"):
+        UnitReader(str(copy), tokens_per_step=TOKENS)
+    path.unlink()
+    with pytest.raises(errors.ShardRecordError, match="missing"):
+        UnitReader(str(copy), tokens_per_step=TOKENS)
+
+
+def test_a_memory_copy_reads_the_same_batches(templated):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    root = "memory://reader-test/build"
+    for path in templated.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"{root}/{path.relative_to(templated).as_posix()}", path.read_bytes())
+    try:
+        for world in (1, 2):
+            local, remote = _epoch(templated, world, seed=4), _epoch(root, world, seed=4)
+            assert len(local) == len(remote)
+            for (_, a), (_, b) in zip(local, remote):
+                for x, y in zip(a, b):
+                    assert np.array_equal(x.sample_ids, y.sample_ids)
+                    assert np.array_equal(x.input_ids, y.input_ids)
+                    assert np.array_equal(x.labels, y.labels)
+        state = UnitReader(str(templated), tokens_per_step=TOKENS).state_dict()
+        UnitReader(root, tokens_per_step=TOKENS).load_state_dict(state)  # the same build
+    finally:
+        fs.rm("/reader-test", recursive=True)
