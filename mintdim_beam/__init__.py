@@ -2,8 +2,9 @@
 as Apache Beam pipelines.
 
 The package by capability: `core/` (config, templates, tokenizers, the on-disk format,
-inputs, storage, errors), `build/` (the unit-build on Beam), `audit/` (verify, report,
-plan); `api` (the fluent builder) and `cli` (the `mintdim-beam` command) on top."""
+inputs, storage, errors), `read/` (UnitReader: shards into training batches), `build/`
+(the unit-build on Beam), `audit/` (verify, report, plan); `api` (the fluent builder)
+and `cli` (the `mintdim-beam` command) on top."""
 from mintdim_beam.api import pipeline
 from mintdim_beam.core.quiet_imports import drop_beam_import_warning
 from mintdim_beam.core.version import __version__
