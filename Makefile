@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup demo test test-fast test-interop clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,13 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow"
+
+# mintdim_beam.torch against a real PyTorch; tests_interop/ is outside tests/, so `make
+# test` never collects it. Pinned: a CPU build of this version is at hand as a wheel
+# (about 30 s); an unpinned `torch` would pull several GB of CUDA.
+test-interop: $(STAMP)
+	$(PY) -m pip install --quiet torch==2.13.0
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests_interop -q -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) demo_out build *.egg-info

@@ -1,0 +1,114 @@
+"""`UnitReaderDataset`: a `UnitReader` as a PyTorch `IterableDataset` of tensor batches.
+
+    from torch.utils.data import DataLoader
+    from mintdim_beam.torch import UnitReaderDataset
+
+    dataset = UnitReaderDataset(path, tokens_per_step=65536, seed=0, rank=rank,
+                                world_size=world_size)        # UnitReader's arguments
+    # batch_size=None: the dataset yields whole batches, the loader must not batch them
+    loader = DataLoader(dataset, batch_size=None, num_workers=4)
+    for epoch in range(start_epoch, epochs):
+        dataset.set_epoch(epoch)
+        for batch in loader:
+            batch["input_ids"], batch["labels"]   # int64 [rows, unit_size]
+            batch["sample_ids"]                   # int64 [rows], -1 for a padding row
+            batch["valid"]                        # bool [rows], False for a padding row
+            batch["unit_size"], batch["epoch"], batch["step"]  # plain ints
+            ...
+            state = dataset.state_dict(after=batch)   # resumes right after this batch
+
+With `pairs=True` a batch holds `chosen_input_ids`, `chosen_labels`,
+`rejected_input_ids`, `rejected_labels` (int64) instead of `input_ids` and `labels`.
+
+Workers. With `num_workers=N` worker w computes the reader's steps w, w+N, w+2N, ... of
+the epoch (from the step the dataset is at when the loader starts iterating); the
+DataLoader takes one batch from each worker in turn, so the loader yields exactly the
+reader's own sequence, each step once, whatever N is (0 included).
+
+Resume: the contract is the batch, not the dataset object. With workers, the batches
+are made in worker processes on copies of the dataset (taken when `iter(loader)`
+starts), so the dataset in the training process does not move while the loader runs,
+and the loader prefetches: no object in the training process knows how many batches
+the loop has consumed. Each batch therefore carries its `epoch` and global `step`, and
+`dataset.state_dict(after=batch)` is the reader state that resumes with the next step
+(`step == batch["step"] + 1`), for any `num_workers`. Save it with the model; to resume,
+`dataset.load_state_dict(state)`, then the usual `set_epoch(epoch)` (the same epoch does
+not restart it) and a new `iter(loader)`: its first batch is the step after the saved
+one. `dataset.state_dict()` without `after` is the reader's own position: right only
+when the dataset is iterated in this process (`num_workers=0` or a plain `for` loop).
+
+`persistent_workers=True` is refused (RuntimeError from the second `iter(loader)`):
+persistent workers keep the copies they started with, so a later `set_epoch` or
+`load_state_dict` would never reach them.
+
+This module imports torch; `import mintdim_beam` never imports this module.
+"""
+from __future__ import annotations
+
+try:
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError("mintdim_beam.torch needs PyTorch (pip install torch); "
+                      "mintdim_beam.UnitReader reads the same batches as numpy arrays") from error
+
+from mintdim_beam.read import Batch, UnitReader
+
+TENSORS = ("input_ids", "labels", "chosen_input_ids", "chosen_labels", "rejected_input_ids",
+           "rejected_labels")
+
+
+def to_tensors(batch: Batch) -> dict:
+    """A reader batch as a dict of tensors (sharing the batch's fresh arrays, no copy),
+    plus `unit_size`, `epoch` and `step` as ints."""
+    out = {name: torch.from_numpy(getattr(batch, name)) for name in TENSORS
+           if getattr(batch, name) is not None}
+    out["sample_ids"] = torch.from_numpy(batch.sample_ids)
+    out["valid"] = torch.from_numpy(batch.valid)
+    out.update(unit_size=int(batch.unit_size), epoch=int(batch.epoch), step=int(batch.step))
+    return out
+
+
+class UnitReaderDataset(IterableDataset):
+    """`UnitReader(path, **kwargs)` as an IterableDataset of tensor dicts, one per step;
+    see the module docstring for workers and resume."""
+
+    def __init__(self, path: str, **kwargs):
+        super().__init__()
+        self.reader = UnitReader(path, **kwargs)
+        self._iterated_in_worker = False
+
+    def set_epoch(self, epoch: int) -> None:
+        self.reader.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        """Steps per epoch (a resumed epoch yields fewer)."""
+        return len(self.reader)
+
+    def state_dict(self, after: dict | None = None) -> dict:
+        """The reader state; with `after` (a batch this dataset yielded) the state that
+        resumes with the step after it, correct with any number of workers."""
+        state = self.reader.state_dict()
+        if after is not None:
+            state["epoch"], state["step"] = int(after["epoch"]), int(after["step"]) + 1
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.reader.load_state_dict(state)
+
+    def __iter__(self):
+        info = get_worker_info()
+        if info is None:  # this process: the reader moves, so state_dict() stays right
+            for batch in self.reader:
+                yield to_tensors(batch)
+            return
+        if self._iterated_in_worker:
+            raise RuntimeError("UnitReaderDataset does not support persistent_workers=True: "
+                               "the workers keep the copy of the dataset they started with, "
+                               "so set_epoch and load_state_dict would not reach them")
+        self._iterated_in_worker = True
+        reader = self.reader
+        steps = len(reader)
+        start = reader.step if reader.step < steps else 0  # as the reader: repeat after the end
+        for step in range(start + info.id, steps, info.num_workers):
+            yield to_tensors(reader.batch_at(step))

@@ -1,0 +1,160 @@
+"""`mintdim_beam.torch.UnitReaderDataset` with a real PyTorch, on real builds (the
+fixtures of tests/test_unit_reader.py): tensors equal the numpy reader's arrays; a
+DataLoader with 0, 2 or 3 workers (fork and spawn) yields exactly the reader's
+sequence; a state saved after k batches with workers resumes with batch k+1; persistent
+workers are refused; `import mintdim_beam` loads no torch.
+
+Not part of `make test` (which collects `tests/` only): `make test-interop` installs a
+CPU torch into the venv and runs this folder."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from conftest import tokenizers_dir  # noqa: E402,F401  (fixture used by `templated`)
+from test_unit_reader import TOKENS, bpe, preference, templated  # noqa: E402,F401
+from torch.utils.data import DataLoader  # noqa: E402
+
+from mintdim_beam import UnitReader  # noqa: E402
+from mintdim_beam.torch import UnitReaderDataset  # noqa: E402
+
+# 3 workers on a 2-CPU machine is what the uneven split needs, not a speed question
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
+
+PLAIN = ("input_ids", "labels")
+PAIRS = ("chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels")
+
+
+def _reader_epoch(path, epoch=0, **kw) -> list:
+    reader = UnitReader(str(path), **kw)
+    reader.set_epoch(epoch)
+    return list(reader)
+
+
+def _loader(dataset, workers, context=None, **kw):
+    if workers == 0:
+        return DataLoader(dataset, batch_size=None, num_workers=0, **kw)
+    return DataLoader(dataset, batch_size=None, num_workers=workers,
+                      multiprocessing_context=context, **kw)
+
+
+def _assert_same(tensor_batch: dict, batch, names) -> None:
+    """One tensor dict against the numpy reader's batch of the same step."""
+    assert tensor_batch["step"] == batch.step and tensor_batch["epoch"] == batch.epoch
+    assert tensor_batch["unit_size"] == batch.unit_size
+    assert tensor_batch["sample_ids"].dtype == torch.int64
+    assert tensor_batch["valid"].dtype == torch.bool
+    assert np.array_equal(tensor_batch["sample_ids"].numpy(), batch.sample_ids)
+    assert np.array_equal(tensor_batch["valid"].numpy(), batch.valid)
+    for name in names:
+        assert tensor_batch[name].dtype == torch.int64, name
+        assert np.array_equal(tensor_batch[name].numpy(), getattr(batch, name)), name
+    absent = PAIRS if names == PLAIN else PLAIN
+    assert not set(absent) & set(tensor_batch)
+
+
+def _assert_sequence(got: list, expected: list, names=PLAIN) -> None:
+    assert [b["step"] for b in got] == [b.step for b in expected]
+    for tensor_batch, batch in zip(got, expected):
+        _assert_same(tensor_batch, batch, names)
+
+
+def test_tensors_equal_the_reader_arrays(templated, preference):
+    plain = UnitReaderDataset(str(templated), tokens_per_step=TOKENS, seed=2)
+    got = list(plain)
+    _assert_sequence(got, _reader_epoch(templated, tokens_per_step=TOKENS, seed=2))
+    assert len(got) == len(plain) and any((~b["valid"]).any() for b in got)  # padding rows too
+    assert plain.state_dict()["step"] == len(got)  # iterated here: the reader moved
+
+    kw = dict(tokens_per_step=256, seed=1, rank=1, world_size=2, pairs=True, ignore_id=-1)
+    pairs = UnitReaderDataset(str(preference), **kw)
+    _assert_sequence(list(pairs), _reader_epoch(preference, **kw), names=PAIRS)
+
+
+@pytest.mark.parametrize("workers, context", [(0, None), (2, "fork"), (3, "fork"),
+                                              (2, "spawn")])
+def test_a_dataloader_yields_the_reader_sequence(templated, workers, context):
+    """Each step once, in the reader's order, for any number of workers (3 does not
+    divide the steps of the epoch); spawn pickles the dataset (without memory maps)."""
+    kw = dict(tokens_per_step=TOKENS, seed=7, rank=1, world_size=2)
+    dataset = UnitReaderDataset(str(templated), **kw)
+    loader = _loader(dataset, workers, context)
+    for epoch in (0, 1):
+        dataset.set_epoch(epoch)
+        expected = _reader_epoch(templated, epoch, **kw)
+        assert len(expected) % 3 and len(expected) > 10
+        _assert_sequence(list(loader), expected)
+
+
+def test_pairs_through_workers(preference):
+    kw = dict(tokens_per_step=256, seed=3, pairs=True)
+    loader = _loader(UnitReaderDataset(str(preference), **kw), 2, "fork")
+    _assert_sequence(list(loader), _reader_epoch(preference, **kw), names=PAIRS)
+
+
+@pytest.mark.parametrize("workers, k", [(2, 5), (3, 4), (0, 5), (2, 1)])
+def test_resume_after_k_batches_continues_with_batch_k_plus_1(templated, workers, k):
+    kw = dict(tokens_per_step=TOKENS, seed=5)
+    whole = _reader_epoch(templated, 1, **kw)
+    dataset = UnitReaderDataset(str(templated), **kw)
+    dataset.set_epoch(1)
+    it = iter(_loader(dataset, workers, "fork"))
+    head = [next(it) for _ in range(k)]
+    state = json.loads(json.dumps(dataset.state_dict(after=head[-1])))
+    del it  # the run stops here (workers shut down)
+    assert state["epoch"] == 1 and state["step"] == k
+    if workers:  # the batches were made in worker copies: this process's reader never moved
+        assert dataset.state_dict()["step"] == 0
+    else:
+        assert dataset.state_dict() == state
+
+    resumed = UnitReaderDataset(str(templated), **kw)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(1)  # the usual loop: the same epoch does not restart it
+    rest = list(_loader(resumed, workers, "fork"))
+    assert rest[0]["step"] == k
+    _assert_sequence(head + rest, whole)
+    # resuming the resumed run after its second batch
+    state = resumed.state_dict(after=rest[1])
+    again = UnitReaderDataset(str(templated), **kw)
+    again.load_state_dict(state)
+    again.set_epoch(1)
+    _assert_sequence(list(_loader(again, workers, "fork")), whole[k + 2:])
+
+
+def test_a_state_at_the_end_of_an_epoch_goes_on_with_the_next(templated):
+    kw = dict(tokens_per_step=TOKENS, seed=5)
+    dataset = UnitReaderDataset(str(templated), **kw)
+    last = list(_loader(dataset, 2, "fork"))[-1]
+    resumed = UnitReaderDataset(str(templated), **kw)
+    resumed.load_state_dict(dataset.state_dict(after=last))
+    resumed.set_epoch(1)
+    _assert_sequence(list(_loader(resumed, 2, "fork")), _reader_epoch(templated, 1, **kw))
+
+
+def test_persistent_workers_are_refused(templated):
+    dataset = UnitReaderDataset(str(templated), tokens_per_step=TOKENS)
+    loader = DataLoader(dataset, batch_size=None, num_workers=2, persistent_workers=True,
+                        multiprocessing_context="fork")
+    assert len(list(loader)) == len(dataset)
+    dataset.set_epoch(1)
+    with pytest.raises(RuntimeError, match="persistent_workers"):
+        list(loader)
+
+
+def test_importing_the_package_loads_no_torch():
+    code = ("import sys, mintdim_beam, mintdim_beam.read;"
+            "from mintdim_beam import UnitReader, pipeline;"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    code = "import sys, mintdim_beam.torch; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
