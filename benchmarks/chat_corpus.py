@@ -90,21 +90,6 @@ def dialogue(rng: random.Random) -> dict:
 
 def write_chat_corpus(path: Path, n: int, seed: int = 2016) -> Path:
     return write_corpus(path, n, seed, make_row=dialogue)
-    rng = random.Random(seed)
-    pool = []
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".partial")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for _ in range(n):
-            if pool and rng.random() < 0.02:
-                row = rng.choice(pool)  # duplicates
-            else:
-                row = dialogue(rng)
-                if len(pool) < 2000:
-                    pool.append(row)
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.rename(path)
-    return path
 
 
 def train_chat_tokenizer(corpus: Path, workdir: Path, vocab: int = 8000,

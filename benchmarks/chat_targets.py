@@ -68,26 +68,11 @@ def _job(corpus, tokenizer, config, out):
 
 def ours(corpus, tokenizer, config, out, *flags):
     """`mintdim-beam build CONFIG [flags]`, what a user runs (as in targets.py)."""
-    import contextlib
-    import io
-    import os
-    import tempfile
-
-    from mintdim_beam.cli import console_main
+    from targets import build_command
 
     config = dict(_job(corpus, tokenizer, config, out).config(),
                   on_template_unk="abort", on_overflow="truncate")
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(config, handle)
-    printed = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(printed):
-            code = console_main(["build", handle.name, *flags])
-    finally:
-        os.unlink(handle.name)
-    if code:
-        raise SystemExit(code)
-    return json.loads(printed.getvalue())["outputs"][0]
+    return build_command(config, flags)
 
 
 def ours_api(corpus, tokenizer, config, out, *flags):

@@ -58,16 +58,23 @@ def _job(pipeline, corpus, kind, tokenizer, out):
 def ours(corpus, kind, tokenizer, out, *flags):
     """`mintdim-beam build CONFIG [flags]`, what a user runs: the console script's own
     entry (`console_main`) in this process, with the config of the API job below."""
+    from mintdim_beam import pipeline
+
+    config = dict(_job(pipeline, corpus, kind, tokenizer, out).config(),
+                  on_template_unk="continue", on_overflow="truncate")
+    return build_command(config, flags)
+
+
+def build_command(config: dict, flags) -> dict:
+    """`mintdim-beam build CONFIG` in this process, on `config` written to a temporary
+    file; returns the build's first output summary."""
     import contextlib
     import io
     import os
     import tempfile
 
-    from mintdim_beam import pipeline
     from mintdim_beam.cli import console_main
 
-    config = dict(_job(pipeline, corpus, kind, tokenizer, out).config(),
-                  on_template_unk="continue", on_overflow="truncate")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(config, handle)
     printed = io.StringIO()
