@@ -29,6 +29,22 @@ def sentence(rng: random.Random, low: int, high: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
 
 
+def byte_level_bpe(work: Path, texts, specials, vocab: int, config: dict) -> Path:
+    """A real byte-level BPE without UNK (like Llama 3 or Qwen) trained on `texts`,
+    saved as `work/tokenizer.json` beside a `tokenizer_config.json` holding `config`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=list(specials),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(list(texts), trainer)
+    tokenizer.save(str(work / "tokenizer.json"))
+    (work / "tokenizer_config.json").write_text(json.dumps(config))
+    return work
+
+
 def write_jsonl(path: Path, rows, newline="\n") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="") as handle:

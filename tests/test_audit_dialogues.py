@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import IN_MEMORY, REPO, copy_to_memory_fs
+from conftest import IN_MEMORY, REPO, byte_level_bpe, copy_to_memory_fs
 from mintdim_beam import pipeline
 from mintdim_beam.audit.report import write_report
 from mintdim_beam.audit.verify import verify_output
@@ -28,20 +28,11 @@ def sentence(rng, low, high) -> str:
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory) -> Path:
     """A tiny byte-level BPE without UNK; pad, bos and eos from its tokenizer_config."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     rng = random.Random(0)
     work = tmp_path_factory.mktemp("audit_dialogue_tok")
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator([sentence(rng, 5, 15) for _ in range(1500)], trainer)
-    tokenizer.save(str(work / "tokenizer.json"))
-    (work / "tokenizer_config.json").write_text(json.dumps({
+    byte_level_bpe(work, [sentence(rng, 5, 15) for _ in range(1500)], SPECIALS, 500, {
         "bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>"}))
+        "pad_token": "<|endoftext|>"})
     return work
 
 

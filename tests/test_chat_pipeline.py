@@ -12,7 +12,7 @@ import pytest
 from mintdim_beam import pipeline
 from mintdim_beam.core import errors
 
-from conftest import BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, read_tree
+from conftest import BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, byte_level_bpe, read_tree
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>",
             "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
@@ -36,20 +36,11 @@ def dialogue(rng, exchanges: int, system: bool) -> list:
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory) -> Path:
     """A byte-level BPE without UNK (like Llama 3 or Qwen), pad and eos in its config."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     rng = random.Random(7)
     work = tmp_path_factory.mktemp("tok")
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator([sentence(rng, 5, 20) for _ in range(3000)], trainer)
-    tokenizer.save(str(work / "tokenizer.json"))
-    (work / "tokenizer_config.json").write_text(json.dumps({
+    byte_level_bpe(work, [sentence(rng, 5, 20) for _ in range(3000)], SPECIALS, 800, {
         "bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>"}))
+        "pad_token": "<|endoftext|>"})
     return work
 
 

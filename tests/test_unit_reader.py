@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import IN_MEMORY, run_build, sentence, write_jsonl
+from conftest import IN_MEMORY, byte_level_bpe, run_build, sentence, write_jsonl
 from mintdim_beam import UnitReader, pipeline
 from mintdim_beam.core import errors
 
@@ -41,19 +41,10 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 @pytest.fixture(scope="module")
 def bpe(tmp_path_factory) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     rng = random.Random(7)
     work = tmp_path_factory.mktemp("bpe")
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator([sentence(rng, 5, 20) for _ in range(2000)], trainer)
-    tokenizer.save(str(work / "tokenizer.json"))
-    (work / "tokenizer_config.json").write_text(json.dumps(
-        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}))
+    byte_level_bpe(work, [sentence(rng, 5, 20) for _ in range(2000)], SPECIALS, 400,
+                   {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
     return work
 
 
