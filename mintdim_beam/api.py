@@ -99,9 +99,16 @@ class UnitBuildJob:
                          pipeline_options=pipeline_options)
 
 
-def pipeline(name: str) -> UnitBuildJob:
+def pipeline(name: str):
+    """`"unit-build"` (a `UnitBuildJob`) or `"unit-read"` (mintdim's reader,
+    `read.unit_read.UnitReadPipeline`, numpy imported only then)."""
+    if name == "unit-read":
+        from mintdim_beam.read.unit_read import UnitReadPipeline
+
+        return UnitReadPipeline()
     if name != "unit-build":
         from mintdim_beam.core.errors import PipelineValidationError
 
-        raise PipelineValidationError(missing=[f"pipeline name 'unit-build' (got {name!r})"])
+        raise PipelineValidationError(
+            missing=[f"pipeline name 'unit-build' or 'unit-read' (got {name!r})"])
     return UnitBuildJob()

@@ -14,6 +14,10 @@ from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashEr
                                            OutputCleanError, OutputWriteError,
                                            ReaderStateError, ShardRecordError,
                                            SourceChangedError, SourceFormatError)
+from mintdim_beam.core.errors.read import (UnitReadBatchError, UnitReadMaskingError,
+                                           UnitReadMetadataError, UnitReadQueueError,
+                                           UnitReadRuntimeError, UnitReadShardError,
+                                           UnitReadValidationError)
 from mintdim_beam.core.errors.seed import (FieldMappingError, MintDimFileNotFoundError,
                                            OutputMappingError, OutputValidationError,
                                            PipelineValidationError, SampleSchemaError,
@@ -53,6 +57,13 @@ __all__ = [
     "OutputCleanError",
     "ShardRecordError",
     "ReaderStateError",
+    "UnitReadValidationError",
+    "UnitReadMetadataError",
+    "UnitReadShardError",
+    "UnitReadMaskingError",
+    "UnitReadQueueError",
+    "UnitReadBatchError",
+    "UnitReadRuntimeError",
     "error_from_payload",
 ]
 
