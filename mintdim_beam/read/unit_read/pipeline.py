@@ -96,7 +96,7 @@ class UnitReadPipeline:
         self._runtime: _Runtime | None = None
 
     def queue(self, *, entries: Sequence[dict]) -> "UnitReadPipeline":
-        self._queue = {"entries": [dict(e) if hasattr(e, "keys") else e for e in entries]}
+        self._queue = {"entries": [dict(e) for e in entries]}  # mintdim's TypeError/ValueError
         self._runtime = None
         return self
 
