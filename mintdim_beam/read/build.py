@@ -253,7 +253,11 @@ def _shard_sizes(build: Build, unit: int) -> dict[int, int]:
     fs = storage.filesystem(directory)
     fs.invalidate_cache(directory)
     sizes = {}
-    for entry in fs.ls(directory, detail=True):
+    try:
+        entries = fs.ls(directory, detail=True)
+    except FileNotFoundError:  # object stores have no empty directories: no shard left
+        return sizes
+    for entry in entries:
         match = re.search(r"shard_(\d{6})\.bin$", entry["name"])
         if match:
             sizes[int(match.group(1))] = int(entry["size"])
