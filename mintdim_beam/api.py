@@ -99,9 +99,54 @@ class UnitBuildJob:
                          pipeline_options=pipeline_options)
 
 
+class _PackSource(_Block):
+    def jsonl(self, *, files: Sequence[str], fields: Sequence[Sequence[str]],
+              templates: Sequence[str]) -> "PackBuildJob":
+        self._job._raw["source"] = {"files": _listed(files), "fields": _listed(fields),
+                                    "templates": _listed(templates)}
+        return self._job
+
+
+class _PackOutput(_Block):
+    def dir(self, path: str) -> "PackBuildJob":
+        self._job._raw["output"] = {"dir": path}
+        return self._job
+
+
+class PackBuildJob:
+    """pack-build: every input file into one globally shuffled token stream in Megatron's
+    indexed-dataset layout (see README, Pretraining corpora); nothing runs before `run()`."""
+
+    def __init__(self):
+        self._raw: dict = {}
+        self.source = _PackSource(self)
+        self.tokenizer = _Tokenizer(self)
+        self.output = _PackOutput(self)
+
+    def pack(self, *, eod: str | None = None, seed: int = 0,
+             shard_tokens: int | None = None) -> "PackBuildJob":
+        """`eod`: the end-of-document token's text (default: the tokenizer's EOS);
+        `seed`: the document order; `shard_tokens`: about how many tokens per shard."""
+        block = {"eod": eod, "seed": seed}
+        if shard_tokens is not None:
+            block["shard_tokens"] = shard_tokens
+        self._raw["pack"] = block
+        return self
+
+    def config(self) -> dict:
+        return {k: v for k, v in self._raw.items()}
+
+    def run(self, *, pipeline_options=None) -> dict:
+        from mintdim_beam.pack.launch import run_pack
+
+        return run_pack(self._raw, pipeline_options=pipeline_options)
+
+
 def pipeline(name: str):
-    """`"unit-build"` (a `UnitBuildJob`) or `"unit-read"` (mintdim's reader,
-    `read.unit_read.UnitReadPipeline`, numpy imported only then)."""
+    """`"unit-build"` (a `UnitBuildJob`), `"pack-build"` (a `PackBuildJob`) or
+    `"unit-read"` (mintdim's reader, `read.unit_read.UnitReadPipeline`)."""
+    if name == "pack-build":
+        return PackBuildJob()
     if name == "unit-read":
         from mintdim_beam.read.unit_read import UnitReadPipeline
 
@@ -110,5 +155,5 @@ def pipeline(name: str):
         from mintdim_beam.core.errors import PipelineValidationError
 
         raise PipelineValidationError(
-            missing=[f"pipeline name 'unit-build' or 'unit-read' (got {name!r})"])
+            missing=[f"pipeline name 'unit-build', 'pack-build' or 'unit-read' (got {name!r})"])
     return UnitBuildJob()

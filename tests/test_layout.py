@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mintdim_beam"
 # A layer may import the layers before it in this list, never the ones after it.
-LAYERS = ["core", "read", "build", "audit", "entry"]
+LAYERS = ["core", "read", "build", "pack", "audit", "entry"]
 MAX_LINES = 600
 
 

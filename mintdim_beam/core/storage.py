@@ -235,6 +235,21 @@ def write_partial_temp(data: bytes, output_dir: str) -> str:
     return temp
 
 
+def write_stream_atomic(path: str, chunks, output_dir: str) -> int:
+    """`write_atomic` of an iterable of byte chunks, streamed (never whole in memory);
+    returns the bytes written."""
+    with writing(output_dir):
+        fs = filesystem(path)
+        temp = _new_temp(fs, output_dir)
+        written = 0
+        with fs.open(temp, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+                written += len(chunk)
+        rename(fs, temp, path)
+    return written
+
+
 def write_text_atomic(path: str, text: str, output_dir: str, scratch: str | None = None) -> None:
     write_atomic(path, text.encode("utf-8"), output_dir, scratch)
 

@@ -14,6 +14,7 @@ from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashEr
                                            OutputCleanError, OutputWriteError,
                                            ReaderStateError, ShardRecordError,
                                            SourceChangedError, SourceFormatError)
+from mintdim_beam.core.errors.pack import PackValidationError
 from mintdim_beam.core.errors.read import (UnitReadBatchError, UnitReadMaskingError,
                                            UnitReadMetadataError, UnitReadQueueError,
                                            UnitReadRuntimeError, UnitReadShardError,
@@ -64,6 +65,7 @@ __all__ = [
     "UnitReadQueueError",
     "UnitReadBatchError",
     "UnitReadRuntimeError",
+    "PackValidationError",
     "error_from_payload",
 ]
 

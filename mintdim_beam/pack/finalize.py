@@ -1,0 +1,83 @@
+"""Stage 5: after every shard exists, the first bad line (if any) fails the build;
+otherwise `per_dataset_sequences.json` and then `manifest.json` are written, scratch
+removed and the output released. A failed build never gets a manifest."""
+from __future__ import annotations
+
+import json
+
+from mintdim_beam.core import megatron, storage
+from mintdim_beam.core.failures import WorkerFailure
+from mintdim_beam.core.faults import maybe_fail
+from mintdim_beam.core.ownership import release
+from mintdim_beam.core.version import __version__
+
+MANIFEST = "manifest.json"
+SEQUENCES = "per_dataset_sequences.json"
+FAILED = "PACK_BUILD_FAILED.md"
+ORDER_RULE = ("documents sorted by splitmix64(blake2b-64('order:<seed>' NUL src) xor "
+              "line * 0x9E3779B97F4A7C15), then line; shards cut between buckets of the "
+              "hash's top 16 bits where the running token count crosses shard_tokens")
+
+
+def manifest_doc(plan, shards, parts, inputs) -> dict:
+    config = plan.config
+    docs_per_file = [0] * len(config.files)
+    empty_per_file = [0] * len(config.files)
+    for part in parts:
+        docs_per_file[part.file_pos] += part.docs
+        empty_per_file[part.file_pos] += part.empty
+    tokens_per_file = [0] * len(config.files)
+    for shard in shards:
+        for file_pos, tokens in shard.tokens_per_file:
+            tokens_per_file[file_pos] += tokens
+    return {
+        "pipeline": "pack-build",
+        "mintdim_beam_version": __version__,
+        "format": "megatron-mmidx",
+        "source": {"files": [f.given for f in config.files],
+                   "fields": [list(f) for f in config.fields],
+                   "templates": [t.raw for t in config.templates]},
+        "tokenizer": {"type": config.tokenizer_kind, "file": config.tokenizer_given,
+                      "config": config.config_given, "vocab_size": plan.vocab_size},
+        "dtype": plan.dtype,
+        "dtype_code": megatron.DTYPE_CODES[plan.dtype],
+        "eod": {"id": plan.eod_id, "token": plan.eod_token, "source": plan.eod_source},
+        "bos_id": plan.bos_id,
+        "seed": config.seed,
+        "shard_tokens": config.shard_tokens,
+        "order": ORDER_RULE,
+        "documents": sum(s.documents for s in shards),
+        "tokens": sum(s.tokens for s in shards),
+        "empty_documents": sum(empty_per_file),
+        "sources": [{"file": f.given, "documents": docs_per_file[i], "tokens": tokens_per_file[i],
+                     "empty_documents": empty_per_file[i]} for i, f in enumerate(config.files)],
+        "shards": [{"name": s.name, "documents": s.documents, "tokens": s.tokens,
+                    "bin_bytes": s.bin_bytes} for s in shards],
+        "sequences": SEQUENCES,
+        "inputs": inputs,
+    }
+
+
+def finalize(shards, error, parts, plan, inputs):
+    if error is not None:
+        raise WorkerFailure(error)
+    config = plan.config
+    out = config.output_path
+    shards = sorted(shards, key=lambda s: s.shard)
+    counts = {storage.join(config.output_given, s.name): (s.documents, s.documents + 1)
+              for s in shards}
+    storage.write_text_atomic(storage.join(out, SEQUENCES),
+                              json.dumps(megatron.sequences_json(counts), indent=2) + "\n", out)
+    doc = manifest_doc(plan, shards, parts, inputs)
+    storage.write_text_atomic(storage.join(out, MANIFEST), json.dumps(doc, indent=2) + "\n", out)
+    maybe_fail("finalize", "pack")
+    storage.remove_tree(storage.tmp_dir(out))
+    release(out)
+    return out
+
+
+def failed_notice(reason: str) -> str:
+    return ("# pack-build failed\n\n"
+            f"{reason}\n\n"
+            "This directory holds no manifest.json: its shards are not a complete build.\n"
+            "Run `mintdim-beam clean` on it, fix the cause, and build again.\n")

@@ -1,0 +1,90 @@
+"""Run a pack-build: validate and prepare on the driver (every config error before any
+output), claim the output directory, run the pipeline and wait; a failure leaves
+`PACK_BUILD_FAILED.md`, no manifest, and the original error class."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from mintdim_beam.build.frozen_heap import frozen_heap
+from mintdim_beam.build.launch import _build_error, _received, _RunShape, _signals_held
+from mintdim_beam.build.sampler_period import short_sampler_period
+from mintdim_beam.core import storage
+from mintdim_beam.core.ownership import Claim, check_free, new_run_id
+from mintdim_beam.core.pack_config import prepare_pack, resolve_pack, with_run
+from mintdim_beam.core.source import plan_ranges
+from mintdim_beam.pack.finalize import FAILED, MANIFEST, failed_notice
+
+
+def log(message: str) -> None:
+    print(f"[pack-build] {message}", file=sys.stderr, flush=True)
+
+
+def _failure_notices(config, reason: str, claim: Claim) -> None:
+    out = config.output_path
+    steps = (("remove scratch files", lambda: storage.remove_tree(storage.tmp_dir(out))),
+             ("remove manifest.json", lambda: _remove(storage.join(out, MANIFEST))),
+             (f"write {FAILED}", lambda: storage.write_text_atomic(
+                 storage.join(out, FAILED), failed_notice(reason), out, scratch=out)),
+             ("mark the build failed", lambda: claim.fail(out, reason)))
+    for what, step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - never hide the build's own error
+            log(f"warning: could not {what} in {config.output_given}: {exc}")
+
+
+def _remove(path: str) -> None:
+    if storage.exists(path):
+        storage.filesystem(path).rm(path)
+
+
+def run_pack(raw: dict, pipeline_options=None) -> dict:
+    """Build and wait; returns the summary (documents, tokens, shards, ...)."""
+    _received.clear()
+    run_id = new_run_id()
+    config = with_run(resolve_pack(raw), run_id)
+    check_free(config.output_path, config.output_given)
+    plan = prepare_pack(config)
+    run = _RunShape(pipeline_options)
+    ranges = plan_ranges([config], run.range_bytes)
+    claim = Claim(run_id)
+    claim.take([(config.output_path, config.output_given)])
+    log(f"start output={config.output_given} files={len(config.files)} dtype={plan.dtype} "
+        f"eod={plan.eod_id} seed={config.seed} shard_tokens={config.shard_tokens} "
+        f"runner={run.runner} run={run_id}")
+    try:
+        options = run.beam_options()
+        import apache_beam as beam
+
+        from mintdim_beam.build.options import waits
+        from mintdim_beam.pack.graph import expand_pack_build
+
+        p = beam.Pipeline(options=options)
+        expand_pack_build(p, plan, ranges)
+        with frozen_heap(), short_sampler_period():
+            result = p.run()
+            if not waits(options):
+                log(f"submitted ({run.runner}); the job finalizes its output itself")
+                return {"output_dir": config.output_given, "state": "submitted"}
+            result.wait_until_finish()
+    except BaseException as exc:
+        with _signals_held():
+            error = _build_error(exc)
+            reason = f"{type(error or exc).__name__}: {error or exc}"
+            _failure_notices(config, reason, claim)
+            log(f"failed: {reason.splitlines()[0]}")
+            logging.disable(logging.NOTSET)
+        if error is not None:
+            error.phase = "build"
+            raise error from None
+        raise
+    manifest = json.loads(storage.read_bytes(storage.join(config.output_path, MANIFEST)))
+    summary = {"output_dir": config.output_given, "documents": manifest["documents"],
+               "tokens": manifest["tokens"], "empty_documents": manifest["empty_documents"],
+               "shards": len(manifest["shards"]), "dtype": manifest["dtype"],
+               "eod_id": manifest["eod"]["id"]}
+    log(f"done output={config.output_given} documents={summary['documents']} "
+        f"tokens={summary['tokens']} shards={summary['shards']}")
+    return summary

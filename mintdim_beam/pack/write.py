@@ -1,0 +1,116 @@
+"""Stage 4: one shard from its slices of every range, merged by (hash, file, line):
+`<shard>.bin` (the documents' tokens, each followed by the EOD id), `<shard>.idx`
+(Megatron's layout, `core.megatron`) and `<shard>.csv.gz` (one row per document in
+shard order: start,end,id,src,loc). Each is written under a temporary name and renamed
+into place; a retried shard writes the same bytes again.
+
+The provenance gzip is written without a name or time in its header, so it too is the
+same bytes on every run."""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from dataclasses import dataclass
+
+import apache_beam as beam
+import numpy as np
+
+from mintdim_beam.core import doc_order, megatron, storage
+from mintdim_beam.core.faults import BundleFaults
+from mintdim_beam.pack import scratch
+from mintdim_beam.pack.order import KEY, LENGTH, LINE, OFFSET
+
+CHUNK_DOCS = 8192  # documents per write of the .bin
+
+
+@dataclass(frozen=True)
+class ShardWritten:
+    shard: int
+    name: str
+    documents: int
+    tokens: int  # EOD included
+    bin_bytes: int
+    tokens_per_file: tuple  # (file_pos, tokens with EOD) pairs
+
+
+def shard_name(shard: int) -> str:
+    return f"shard_{shard:06d}"
+
+
+class WriteShardFn(beam.DoFn):
+    def __init__(self, plan):
+        self._plan = plan
+        self._faults = BundleFaults("write")
+
+    def start_bundle(self):
+        self._faults.start_bundle()
+
+    def process(self, element):
+        shard, slices = element
+        slices = sorted(slices, key=lambda s: s.key)
+        rows = self._rows(slices)
+        order = np.lexsort((rows["line"], rows["file_pos"], rows["key"]))
+        rows = {k: v[order] for k, v in rows.items()}
+        config, out = self._plan.config, self._plan.config.output_path
+        prefix = storage.join(out, shard_name(shard))
+        blocks = [scratch.TokenBlock(s.token_file, self._plan.dtype, s.tok_lo, s.tok_hi)
+                  for s in slices]
+        try:
+            written = storage.write_stream_atomic(prefix + ".bin", self._bin_chunks(rows, blocks),
+                                                  out)
+        finally:
+            for block in blocks:
+                block.close()
+        sequence_lengths = rows["length"] + 1
+        storage.write_atomic(prefix + ".idx", megatron.idx_bytes(sequence_lengths,
+                                                                 self._plan.dtype), out)
+        storage.write_atomic(prefix + ".csv.gz", self._provenance(rows, sequence_lengths), out)
+        self._faults.check(shard)
+        per_file = np.bincount(rows["file_pos"], weights=sequence_lengths,
+                               minlength=len(config.files)).astype(np.int64)
+        yield ShardWritten(shard, shard_name(shard), len(order), int(sequence_lengths.sum()),
+                           written, tuple((i, int(t)) for i, t in enumerate(per_file) if t))
+
+    @staticmethod
+    def _rows(slices) -> dict:
+        parts = {"key": [], "line": [], "length": [], "offset": [], "file_pos": [], "slice": []}
+        for i, piece in enumerate(slices):
+            table = scratch.read_array(piece.table)[piece.lo:piece.hi]
+            parts["key"].append(table[:, KEY].view(np.uint64))
+            parts["line"].append(table[:, LINE])
+            parts["length"].append(table[:, LENGTH])
+            parts["offset"].append(table[:, OFFSET] - piece.tok_lo)
+            parts["file_pos"].append(np.full(len(table), piece.file_pos, dtype=np.int64))
+            parts["slice"].append(np.full(len(table), i, dtype=np.int64))
+        return {k: np.concatenate(v) for k, v in parts.items()}
+
+    def _bin_chunks(self, rows, blocks):
+        dtype = self._plan.dtype
+        eod = np.array([self._plan.eod_id], dtype=dtype)
+        count = len(rows["key"])
+        for lo in range(0, count, CHUNK_DOCS):
+            pieces = []
+            for i in range(lo, min(lo + CHUNK_DOCS, count)):
+                start = int(rows["offset"][i])
+                pieces.append(blocks[rows["slice"][i]].tokens[start:start + int(rows["length"][i])])
+                pieces.append(eod)
+            yield np.concatenate(pieces).astype(dtype, copy=False).tobytes()
+
+    def _provenance(self, rows, sequence_lengths) -> bytes:
+        files = self._plan.config.files
+        ends = np.cumsum(sequence_lengths)
+        starts = ends - sequence_lengths
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        ids = np.empty(len(starts), dtype=object)
+        for file_pos in np.unique(rows["file_pos"]):
+            at = rows["file_pos"] == file_pos
+            ids[at] = doc_order.document_ids(files[int(file_pos)].given, rows["line"][at])
+        srcs = [files[int(f)].given for f in rows["file_pos"]]
+        writer.writerows(zip(starts.tolist(), ends.tolist(), ids.tolist(), srcs,
+                             rows["line"].tolist()))
+        buffer = io.BytesIO()
+        with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as handle:
+            handle.write(text.getvalue().encode("utf-8"))
+        return buffer.getvalue()
