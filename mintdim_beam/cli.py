@@ -1,5 +1,6 @@
-"""`mintdim-beam build CONFIG [beam flags]`: exit 0 on success, 2 on a config error,
-1 when the build itself fails, 130 on Ctrl-C and 143 on SIGTERM."""
+"""`mintdim-beam build CONFIG [beam flags]` (unit-build) and `mintdim-beam pack CONFIG
+[beam flags]` (pack-build): exit 0 on success, 2 on a config error, 1 when the build
+itself fails, 130 on Ctrl-C and 143 on SIGTERM; `verify`, `report`, `clean`, `plan`."""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,13 @@ Each list is shared (length 1) or mapped per input file (length N), as in the Py
 Any other argument is a Beam pipeline flag, e.g. --runner=FnApiRunner
 --direct_running_mode=multi_processing --direct_num_workers=2 --input_range_bytes=65536."""
 
+PACK_HELP = """CONFIG keys for pack (YAML or JSON):
+  source:    {files: [...], fields: [[...]], templates: ["..."]}   (one each, or one per file)
+  tokenizer: {type: sentencepiece | hf_json, files: [ONE FILE], config: tokenizer_config.json}
+  pack:      {eod: null or "<token text>", seed: 0, shard_tokens: 536870912}
+  output:    {dir: PATH}
+Any other argument is a Beam pipeline flag."""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mintdim-beam", description=__doc__,
@@ -33,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="overrides the config's on_overflow")
     build.add_argument("--on_template_unk", "--on-template-unk", dest="on_template_unk",
                        default=None, help="overrides the config's on_template_unk")
+    pack = sub.add_parser("pack", help="run a pack-build (pretraining token stream) from a "
+                                       "CONFIG file", epilog=PACK_HELP,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    pack.add_argument("config", nargs="?", help="path or URL of the YAML/JSON config")
+    pack.add_argument("--config", dest="config_flag", metavar="CONFIG",
+                      help="the same, as a flag (what a Flex Template passes)")
     verify = sub.add_parser("verify", help="check a finished build from its own files")
     verify.add_argument("out", help="output directory (local path or fsspec URL)")
     verify.add_argument("--max-problems", type=int, default=50)
@@ -63,22 +77,41 @@ def accepted_options() -> set[str]:
 
 
 def build_command(args, beam_flags: list[str]) -> int:
-    from mintdim_beam.build.launch import on_signals, run_build
-    from mintdim_beam.core.config_file import load_config
+    from mintdim_beam.build.launch import run_build
+
+    def run(doc):
+        raw = {k: doc.get(k) for k in ("source", "tokenizer", "units", "output")}
+        return run_build(
+            raw,
+            on_template_unk=args.on_template_unk or doc.get("on_template_unk") or "prompt",
+            on_overflow=args.on_overflow or doc.get("on_overflow") or "prompt",
+            pipeline_options=beam_flags or None)
+
+    return _config_command(args, run, "build")
+
+
+def pack_command(args, beam_flags: list[str]) -> int:
+    from mintdim_beam.pack.launch import run_pack
+
+    def run(doc):
+        return run_pack(doc, pipeline_options=beam_flags or None)
+
+    return _config_command(args, run, "pack")
+
+
+def _config_command(args, run, command: str) -> int:
+    """Load CONFIG, run it with Ctrl-C and SIGTERM handled, print the result as JSON."""
+    from mintdim_beam.build.launch import on_signals
+    from mintdim_beam.core.config_file import KEYS, PACK_KEYS, load_config
     from mintdim_beam.core.errors import BuildInterruptedError, PipelineValidationError
 
     try:
         config = args.config_flag or args.config
         if not config:
             raise PipelineValidationError(missing=["CONFIG (a path or URL, positional or --config)"])
-        doc = load_config(config)
-        raw = {k: doc.get(k) for k in ("source", "tokenizer", "units", "output")}
+        doc = load_config(config, PACK_KEYS if command == "pack" else KEYS)
         on_signals()
-        result = run_build(
-            raw,
-            on_template_unk=args.on_template_unk or doc.get("on_template_unk") or "prompt",
-            on_overflow=args.on_overflow or doc.get("on_overflow") or "prompt",
-            pipeline_options=beam_flags or None)
+        result = run(doc)
     except BuildInterruptedError as exc:
         return _interrupted(exc.kwargs["signal"], "scratch files removed, no manifest.json; "
                             "run `mintdim-beam clean OUT` before building into it again")
@@ -118,6 +151,8 @@ def main(argv=None) -> int:
     args, extra = _parser().parse_known_args(argv)
     if args.command == "build":
         return build_command(args, extra)
+    if args.command == "pack":
+        return pack_command(args, extra)
     if args.command == "verify":
         from mintdim_beam.audit.verify import verify_command
 

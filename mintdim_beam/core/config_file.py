@@ -7,9 +7,11 @@ from mintdim_beam.core import storage
 from mintdim_beam.core.errors import MintDimFileNotFoundError, PipelineValidationError
 
 KEYS = ("source", "tokenizer", "units", "output", "on_overflow", "on_template_unk")
+PACK_KEYS = ("source", "tokenizer", "pack", "output")
 
 
-def load_config(path: str) -> dict:
+def load_config(path: str, keys=KEYS) -> dict:
+    """The config's mapping; `keys` are the top-level keys its command knows."""
     resolved = storage.resolve(path)
     if not storage.is_file(resolved):
         raise MintDimFileNotFoundError(context="config", missing_file=path)
@@ -25,7 +27,7 @@ def load_config(path: str) -> dict:
         raise PipelineValidationError(missing=[f"a readable config in {path} ({exc})"]) from None
     if not isinstance(doc, dict):
         raise PipelineValidationError(missing=[f"a mapping at the top of {path}"])
-    unknown = sorted(set(doc) - set(KEYS))
+    unknown = sorted(set(doc) - set(keys))
     if unknown:
         raise PipelineValidationError(missing=[f"known keys only in {path}: unknown {', '.join(unknown)}"])
     return doc

@@ -31,6 +31,9 @@ MARKER = "_mintdim_build.json"
 # Every name a build of ours writes at the top of its output directory.
 _TOP_FILES = {fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE_INDEX,
               fmt.HISTOGRAM, fmt.STATS, fmt.LENGTH_FIELD, fmt.MANIFEST, MARKER}
+# ... and of a pack-build (`pack/`): its shards, sequence counts and failure notice.
+_PACK_FILE = re.compile(r"^(shard_\d{6}\.(bin|idx|csv\.gz)|per_dataset_sequences\.json)$")
+PACK_FAILED = "PACK_BUILD_FAILED.md"
 _UNIT_DIR = re.compile(r"^unit_\d+$")
 _UNIT_FILE = re.compile(r"^(shard_\d{6}\.bin|EMPTY_UNIT\.md|UNIT_BUILD_FAILED\.md)$")
 _MEMORY_CLAIMS = threading.Lock()  # memory:// has no atomic create: one process, one lock
@@ -61,7 +64,7 @@ class Contents:
     names: list  # top-level entry names
     marker: dict | None  # the ownership marker's content, if any
     foreign: list  # paths that no build of ours writes
-    failed_units: list  # unit dirs holding UNIT_BUILD_FAILED.md
+    failed_units: list  # unit dirs holding UNIT_BUILD_FAILED.md (or a pack's notice)
 
     @property
     def empty(self) -> bool:
@@ -88,8 +91,10 @@ def inspect(output_dir: str) -> Contents:
         path = storage.join(output_dir, name)
         if name == MARKER:
             marker = read_marker(output_dir)
-        elif name == storage.TMP_DIR_NAME or name in _TOP_FILES:
+        elif name == storage.TMP_DIR_NAME or name in _TOP_FILES or _PACK_FILE.match(name):
             continue
+        elif name == PACK_FAILED:
+            failed.append(name)
         elif _UNIT_DIR.match(name) and storage.is_dir(path):
             inner = [_base(p) for p in storage.list_dir(path)]
             foreign.extend(storage.join(path, n) for n in inner if not _UNIT_FILE.match(n))

@@ -13,7 +13,6 @@ from mintdim_beam.core.version import __version__
 
 MANIFEST = "manifest.json"
 SEQUENCES = "per_dataset_sequences.json"
-FAILED = "PACK_BUILD_FAILED.md"
 ORDER_RULE = ("documents sorted by splitmix64(blake2b-64('order:<seed>' NUL src) xor "
               "line * 0x9E3779B97F4A7C15), then line; shards cut between buckets of the "
               "hash's top 16 bits where the running token count crosses shard_tokens")

@@ -11,10 +11,10 @@ from mintdim_beam.build.frozen_heap import frozen_heap
 from mintdim_beam.build.launch import _build_error, _received, _RunShape, _signals_held
 from mintdim_beam.build.sampler_period import short_sampler_period
 from mintdim_beam.core import storage
-from mintdim_beam.core.ownership import Claim, check_free, new_run_id
+from mintdim_beam.core.ownership import PACK_FAILED, Claim, check_free, new_run_id
 from mintdim_beam.core.pack_config import prepare_pack, resolve_pack, with_run
 from mintdim_beam.core.source import plan_ranges
-from mintdim_beam.pack.finalize import FAILED, MANIFEST, failed_notice
+from mintdim_beam.pack.finalize import MANIFEST, failed_notice
 
 
 def log(message: str) -> None:
@@ -25,8 +25,8 @@ def _failure_notices(config, reason: str, claim: Claim) -> None:
     out = config.output_path
     steps = (("remove scratch files", lambda: storage.remove_tree(storage.tmp_dir(out))),
              ("remove manifest.json", lambda: _remove(storage.join(out, MANIFEST))),
-             (f"write {FAILED}", lambda: storage.write_text_atomic(
-                 storage.join(out, FAILED), failed_notice(reason), out, scratch=out)),
+             (f"write {PACK_FAILED}", lambda: storage.write_text_atomic(
+                 storage.join(out, PACK_FAILED), failed_notice(reason), out, scratch=out)),
              ("mark the build failed", lambda: claim.fail(out, reason)))
     for what, step in steps:
         try:
