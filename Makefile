@@ -29,11 +29,13 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow"
 
-# mintdim_beam.torch against a real PyTorch; tests_interop/ is outside tests/, so `make
-# test` never collects it. Pinned: a CPU build of this version is at hand as a wheel
-# (about 30 s); an unpinned `torch` would pull several GB of CUDA.
+# mintdim_beam.torch against a real PyTorch, and pack-build output read by megatron-core
+# and datatrove; tests_interop/ is outside tests/, so `make test` never collects it.
+# Pinned: a CPU build of this torch is at hand as a wheel (about 30 s); an unpinned `torch`
+# would pull several GB of CUDA. megatron-core 0.16.1 (a manylinux wheel that ships its C++
+# `helpers` compiled) and datatrove 0.10.1 ask only torch>=2.6 and pure-Python packages.
 test-interop: $(STAMP)
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0 megatron-core==0.16.1 datatrove==0.10.1
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests_interop -q -p no:cacheprovider
 
 clean:

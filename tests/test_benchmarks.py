@@ -69,3 +69,25 @@ def test_chat_harness_runs_on_a_tiny_corpus(tmp_path, capsys):
     assert "b/a =" in printed and "where the time goes" in printed
     tokenizer = json.loads((tmp_path / "work" / "chat_bpe8k.json").read_text(encoding="utf-8"))
     assert {t["content"] for t in tokenizer["added_tokens"]} >= {"<|im_start|>", "<|im_end|>"}
+
+
+# The read benchmark (issue 17) on a tiny build: every reader and measurement runs and
+# reports; no timing assertions (those numbers only mean something on the 1M build).
+import read as read_benchmark  # noqa: E402
+
+
+def test_read_benchmark_runs_on_a_tiny_build(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert read_benchmark.main(["--samples", "300", "--memory-samples", "150", "--vocab", "600",
+                                "--tokens", "20000", "--seconds", "0.3", "--repeat", "1",
+                                "--repeat-start", "1", "--memory-steps", "5", "--reference-python", "",
+                                "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["samples"] == 300 and str(report["unit"]) in report["histogram"]
+    for name in ("bound_gather", "bound_slice", "unit_reader", "unit_reader_ranks", "unit_reader_small"):
+        assert report["results"][name]["tokens"] > 0 and report["results"][name]["tokens_per_s"] > 0
+    assert "mintdim_unit_read" not in report["results"]  # no reference Python given
+    assert report["results"]["ours_unit_read"]["tokens_per_s"] > 0
+    assert report["ratios"]["resume_matches"] is True
+    assert report["memory"]["small"]["samples"] == 150 and report["memory"]["this"]["peak_rss_mb"] > 0
+    assert "[goals]" in capsys.readouterr().out

@@ -32,7 +32,7 @@ MARKER = "_mintdim_build.json"
 _TOP_FILES = {fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE_INDEX,
               fmt.HISTOGRAM, fmt.STATS, fmt.LENGTH_FIELD, fmt.MANIFEST, MARKER}
 # ... and of a pack-build (`pack/`): its shards, sequence counts and failure notice.
-_PACK_FILE = re.compile(r"^(shard_\d{6}\.(bin|idx|csv\.gz)|per_dataset_sequences\.json)$")
+_PACK_FILE = re.compile(r"^(shard_\d{6}\.(bin|bin\.index|idx|csv\.gz)|per_dataset_sequences\.json)$")
 PACK_FAILED = "PACK_BUILD_FAILED.md"
 _UNIT_DIR = re.compile(r"^unit_\d+$")
 _UNIT_FILE = re.compile(r"^(shard_\d{6}\.bin|EMPTY_UNIT\.md|UNIT_BUILD_FAILED\.md)$")

@@ -1,7 +1,8 @@
 """Stage 4: one shard from its slices of every range, merged by (hash, file, line):
 `<shard>.bin` (the documents' tokens, each followed by the EOD id), `<shard>.idx`
-(Megatron's layout, `core.megatron`) and `<shard>.csv.gz` (one row per document in
-shard order: start,end,id,src,loc). Each is written under a temporary name and renamed
+(Megatron's layout, `core.megatron`), `<shard>.csv.gz` (one row per document in shard
+order: start,end,id,src,loc) and `<shard>.bin.index` (datatrove's document ends:
+uint64 token counts, cumulative). Each is written under a temporary name and renamed
 into place; a retried shard writes the same bytes again.
 
 The provenance gzip is written without a name or time in its header, so it too is the
@@ -66,6 +67,10 @@ class WriteShardFn(beam.DoFn):
         storage.write_atomic(prefix + ".idx", megatron.idx_bytes(sequence_lengths,
                                                                  self._plan.dtype), out)
         storage.write_atomic(prefix + ".csv.gz", self._provenance(rows, sequence_lengths), out)
+        # datatrove's document boundaries: cumulative ends in tokens, uint64, no leading 0
+        storage.write_atomic(prefix + ".bin.index",
+                             np.cumsum(sequence_lengths, dtype=np.uint64).astype("<u8").tobytes(),
+                             out)
         self._faults.check(shard)
         per_file = np.bincount(rows["file_pos"], weights=sequence_lengths,
                                minlength=len(config.files)).astype(np.int64)

@@ -71,16 +71,15 @@ def starts(lengths: np.ndarray) -> np.ndarray:
 
 
 def label_mask(lengths: np.ndarray, targets: np.ndarray, unit: int) -> np.ndarray:
-    """(rows, unit) bool: position p lies inside a target segment. +1 at each target
-    segment's start, -1 at its end, a running sum along the row."""
-    rows = lengths.shape[0]
+    """(rows, unit) bool: position p lies inside a target segment (one comparison of
+    the positions with each target segment's start and end)."""
     begin = starts(lengths)[:, targets]
     end = begin + lengths[:, targets]
-    delta = np.zeros((rows, unit + 1), dtype=np.int32)
-    row = np.broadcast_to(np.arange(rows)[:, None], begin.shape)
-    np.add.at(delta, (row, begin), 1)
-    np.add.at(delta, (row, end), -1)
-    return np.cumsum(delta[:, :unit], axis=1) > 0
+    pos = np.arange(unit)[None, :]
+    mask = np.zeros((lengths.shape[0], unit), dtype=bool)
+    for j in range(begin.shape[1]):
+        mask |= (pos >= begin[:, j:j + 1]) & (pos < end[:, j:j + 1])
+    return mask
 
 
 def labels_for(ids: np.ndarray, mask: np.ndarray, ignore_id: int) -> np.ndarray:

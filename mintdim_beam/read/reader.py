@@ -33,7 +33,7 @@ next (0-based), also with another world size (elastic).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mintdim_beam.core.errors import ReaderStateError
@@ -53,23 +53,42 @@ STATE_VERSION = 1
 class Batch:
     """One step of one rank. Plain reads: `input_ids`, `labels`, `sample_ids`,
     `unit_size`; with `pairs=True`: the four `chosen_*` / `rejected_*` arrays (then
-    `input_ids` and `labels` are None). `step` is the global step index in the epoch."""
+    `input_ids` and `labels` are None). `step` is the global step index in the epoch.
+
+    `ordinals` are the rows' record numbers in their unit (-1 for padding rows);
+    `sample_ids` are looked up from them on first use: only `sample_index.jsonl` maps
+    records to sample ids, and a training loop that never asks does not parse it."""
 
     unit_size: int
     step: int
     epoch: int
-    sample_ids: np.ndarray
+    ordinals: np.ndarray
     input_ids: np.ndarray | None = None
     labels: np.ndarray | None = None
     chosen_input_ids: np.ndarray | None = None
     chosen_labels: np.ndarray | None = None
     rejected_input_ids: np.ndarray | None = None
     rejected_labels: np.ndarray | None = None
+    _build: object = field(default=None, repr=False, compare=False)
+    _sample_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def sample_ids(self) -> np.ndarray:
+        """int64 [rows]: each row's sample id, -1 for a padding row."""
+        if self._sample_ids is None:
+            import numpy as np
+
+            real = self.ordinals >= 0
+            ids = np.full(len(self.ordinals), -1, dtype=np.int64)
+            if real.any():
+                ids[real] = self._build.sample_ids(self.unit_size)[self.ordinals[real]]
+            self._sample_ids = ids
+        return self._sample_ids
 
     @property
     def valid(self) -> np.ndarray:
         """False for the padding rows of a unit's last, partial batch."""
-        return self.sample_ids >= 0
+        return self.ordinals >= 0
 
 
 class UnitReader:
@@ -178,20 +197,25 @@ class UnitReader:
                                        self.rank, self.world_size)
         real = ordinals >= 0
         n = len(self.build.segments)
-        records = np.zeros((len(ordinals), self.build.width(unit)), dtype=np.int64)
-        records[:, 1 + n:] = self.build.pad_id  # padding rows: pad ids, zero lengths
-        if real.any():
-            records[real] = self.build.records(unit, ordinals[real])
-        sample_ids = np.full(len(ordinals), -1, dtype=np.int64)
-        sample_ids[real] = self.build.sample_ids(unit)[ordinals[real]]
-        lengths, payload = records[:, 1:1 + n], records[:, 1 + n:]
-        batch = Batch(unit_size=unit, step=k, epoch=self.epoch, sample_ids=sample_ids)
+        if real.all():
+            records = self.build.records(unit, ordinals)
+            lengths = records[:, 1:1 + n].astype(np.int64)
+            payload = records[:, 1 + n:].astype(np.int64)
+        else:  # padding rows: pad ids, zero lengths
+            lengths = np.zeros((len(ordinals), n), dtype=np.int64)
+            payload = np.full((len(ordinals), unit), self.build.pad_id, dtype=np.int64)
+            if real.any():
+                records = self.build.records(unit, ordinals[real])
+                lengths[real] = records[:, 1:1 + n]
+                payload[real] = records[:, 1 + n:]
+        batch = Batch(unit_size=unit, step=k, epoch=self.epoch, ordinals=ordinals,
+                      _build=self.build)
         if self.pairs:
             for name, value in masks.pairs(payload, lengths, self._chosen, self.build.pad_id,
                                            self.ignore_id).items():
                 setattr(batch, name, value)
         else:
-            batch.input_ids = np.ascontiguousarray(payload)
+            batch.input_ids = payload
             mask = masks.label_mask(lengths, self._targets, unit)
             batch.labels = masks.labels_for(batch.input_ids, mask, self.ignore_id)
         return batch
