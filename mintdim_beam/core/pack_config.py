@@ -120,6 +120,11 @@ def resolve_pack(raw: dict) -> PackConfig:
     if "samples_per_shard" in output:
         raise _bad("output.samples_per_shard", "samples_per_shard", output["samples_per_shard"])
     eod, seed, shard_tokens = _check_pack(raw.get("pack"))
+    seen = set()
+    for given in files:
+        if storage.resolve(given) in seen:
+            raise _bad("source.files", "duplicate_file", given)
+        seen.add(storage.resolve(given))
     n = len(files)
     _check_arity(n, fields, templates, tokenizers, [[1]], [1], [output["dir"]], [1])
     pick = (lambda values, i: values[0] if len(values) == 1 else values[i])
@@ -148,6 +153,8 @@ def prepare_pack(config: PackConfig) -> PackPlan:
         eod_token = config.eod
     else:
         eod_id, eod_token, source = _eos(tokenizer, tokenizer_config, config)
+    if eod_token not in tokenizer.special_tokens():
+        raise _bad("pack.eod", "eod_not_special", eod_token)
     bos_id = None
     if config.bos:
         bos_id = (tokenizer.model_bos_id if tokenizer.kind == "sentencepiece"

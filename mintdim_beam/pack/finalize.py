@@ -1,11 +1,15 @@
-"""Stage 5: after every shard exists, the first bad line (if any) fails the build;
-otherwise `per_dataset_sequences.json` and then `manifest.json` are written, scratch
-removed and the output released. A failed build never gets a manifest."""
+"""Stage 5: after every shard exists, the first bad line (if any) fails the build, and
+so does an input without a single document (`PackEmptyError`); otherwise
+`per_dataset_sequences.json` (keys: each shard's prefix, an absolute path or the
+output URL joined with its name: exactly what Megatron's `--data-path` must say) and then
+`manifest.json` are written, scratch removed and the output released. A failed build
+never gets a manifest."""
 from __future__ import annotations
 
-import json
 
+from mintdim_beam.core import format as fmt
 from mintdim_beam.core import megatron, storage
+from mintdim_beam.core.errors import PackEmptyError
 from mintdim_beam.core.failures import WorkerFailure
 from mintdim_beam.core.faults import maybe_fail
 from mintdim_beam.core.ownership import release
@@ -14,8 +18,9 @@ from mintdim_beam.core.version import __version__
 MANIFEST = "manifest.json"
 SEQUENCES = "per_dataset_sequences.json"
 ORDER_RULE = ("documents sorted by splitmix64(blake2b-64('order:<seed>' NUL src) xor "
-              "line * 0x9E3779B97F4A7C15), then line; shards cut between buckets of the "
-              "hash's top 16 bits where the running token count crosses shard_tokens")
+              "line * 0x9E3779B97F4A7C15), then file position, then line; shards cut "
+              "between buckets of the hash's top 16 bits where the running token count "
+              "crosses shard_tokens")
 
 
 def manifest_doc(plan, shards, parts, inputs) -> dict:
@@ -61,14 +66,16 @@ def finalize(shards, error, parts, plan, inputs):
     if error is not None:
         raise WorkerFailure(error)
     config = plan.config
+    if not shards:
+        raise WorkerFailure(PackEmptyError(files=[f.given for f in config.files],
+                                           empty=sum(p.empty for p in parts)).to_payload())
     out = config.output_path
     shards = sorted(shards, key=lambda s: s.shard)
-    counts = {storage.join(config.output_given, s.name): (s.documents, s.documents + 1)
-              for s in shards}
+    counts = {storage.join(out, s.name): (s.documents, s.documents + 1) for s in shards}
     storage.write_text_atomic(storage.join(out, SEQUENCES),
-                              json.dumps(megatron.sequences_json(counts), indent=2) + "\n", out)
+                              fmt.json_document(megatron.sequences_json(counts)), out)
     doc = manifest_doc(plan, shards, parts, inputs)
-    storage.write_text_atomic(storage.join(out, MANIFEST), json.dumps(doc, indent=2) + "\n", out)
+    storage.write_text_atomic(storage.join(out, MANIFEST), fmt.json_document(doc), out)
     maybe_fail("finalize", "pack")
     storage.remove_tree(storage.tmp_dir(out))
     release(out)

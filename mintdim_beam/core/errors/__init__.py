@@ -14,7 +14,7 @@ from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashEr
                                            OutputCleanError, OutputWriteError,
                                            ReaderStateError, ShardRecordError,
                                            SourceChangedError, SourceFormatError)
-from mintdim_beam.core.errors.pack import PackValidationError
+from mintdim_beam.core.errors.pack import PackEmptyError, PackValidationError
 from mintdim_beam.core.errors.read import (UnitReadBatchError, UnitReadMaskingError,
                                            UnitReadMetadataError, UnitReadQueueError,
                                            UnitReadRuntimeError, UnitReadShardError,
@@ -66,6 +66,7 @@ __all__ = [
     "UnitReadBatchError",
     "UnitReadRuntimeError",
     "PackValidationError",
+    "PackEmptyError",
     "error_from_payload",
 ]
 

@@ -37,6 +37,18 @@ RULES = {
                     "is for unit-build",
                     "pack-build đọc JSONL với fields và templates; source loại {value} dành "
                     "cho unit-build"),
+    "eod_not_special": ("pack.eod {value} is an ordinary token of the vocabulary: documents "
+                        "could contain it and a reader would cut them there; name a special "
+                        "token (an added special token, a SentencePiece control piece)",
+                        "pack.eod {value} là một token thường trong vocabulary: tài liệu có thể "
+                        "chứa nó và reader sẽ cắt tài liệu tại đó; hãy dùng một token đặc biệt "
+                        "(added special token, control piece của SentencePiece)"),
+    "duplicate_file": ("source.files lists {value} more than once: a document is known by its "
+                       "file and line, so each file may appear once (to weight a file, "
+                       "copy it under another name or use the trainer's blend weights)",
+                       "source.files liệt kê {value} nhiều lần: mỗi tài liệu được xác định bằng "
+                       "file và dòng nên mỗi file chỉ được xuất hiện một lần (muốn tăng trọng "
+                       "số, hãy chép file sang tên khác hoặc dùng blend weights của trainer)"),
     "tokenizer_option": ("tokenizer.{value} does not apply to pack-build: documents end with "
                          "pack.eod and nothing is padded",
                          "tokenizer.{value} không áp dụng cho pack-build: mỗi tài liệu kết thúc "
@@ -60,3 +72,19 @@ class PackValidationError(MintDimError):
                        f"Problem: {en}"],
                   ["Cấu hình pack-build không hợp lệ.", f"Thành phần: {kw['component']}",
                    f"Vấn đề: {vi}"])
+
+
+class PackEmptyError(MintDimError):
+    """Raised when a pack-build's inputs hold no document with tokens (every line was
+    blank or rendered to text that tokenizes to nothing): no shard could be written, and
+    an output a trainer cannot read must not look complete."""
+
+    def __init__(self, *, files: list, empty: int):
+        kw = {"files": [str(f) for f in files], "empty": int(empty)}
+        shown = ", ".join(kw["files"])
+        self._set(kw, ["No document to pack.", f"Files: {shown}",
+                       f"Empty documents: {kw['empty']}",
+                       "Fix: check source.fields and source.templates select the text."],
+                  ["Không có tài liệu nào để pack.", f"File: {shown}",
+                   f"Tài liệu rỗng: {kw['empty']}",
+                   "Cách sửa: kiểm tra source.fields và source.templates có chọn đúng văn bản."])
