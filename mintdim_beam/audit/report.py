@@ -537,8 +537,13 @@ def write_report(out: str, dest: str | None = None) -> dict:
     `skip_rate`, `duplicate_rate`, `unk_token_rate`, `unk_sample_rate`, ...) with their
     numerators and denominators, the per-unit tables (`samples_per_unit`, `units`,
     `token_counts`, `unk_per_field`), plus `dest` and `files` (names written).
-    Raises MintDimFileNotFoundError if OUT has no manifest.json.
+    Raises MintDimFileNotFoundError if OUT has no manifest.json. A pack-build (its
+    manifest.json says so) is described by `mintdim_beam.audit.pack_report`.
     """
+    from mintdim_beam.audit import pack_report
+
+    if pack_report.is_pack_build(storage.resolve(out)):
+        return pack_report.write_pack_report(out, dest)
     out = storage.resolve(out)
     dest = storage.resolve(dest) if dest else storage.join(out, REPORT_DIR)
     figures = compute_figures(out)

@@ -532,7 +532,12 @@ class _Verifier(DialogueChecks, IndexChecks, ShardChecks):
 
 
 def verify_output(out: str, max_problems: int = 50) -> VerifyResult:
-    """Check a finished build in `out` (local path or fsspec URL) from its own files."""
+    """Check a finished build in `out` (local path or fsspec URL) from its own files; a
+    pack-build (its manifest.json says so) is checked by `mintdim_beam.audit.pack_check`."""
+    from mintdim_beam.audit.pack_check import is_pack_output, verify_pack
+
+    if is_pack_output(out):
+        return verify_pack(out, max_problems)
     return _Verifier(out, max_problems).run()
 
 
