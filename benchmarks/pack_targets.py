@@ -1,0 +1,245 @@
+"""What the pack benchmark (issue 18) times, each run in its own process, and the
+untimed helpers around it:
+
+  bound      json parse of every line + the template rendered to one text per document
+             + `Tokenizer.encode_batch` of the texts (byte-level BPE,
+             add_special_tokens=False, encode_special_tokens=True as the pack-build
+             encodes documents), BATCH documents a call, `.ids` of each; one process
+  ours       `mintdim-beam pack CONFIG` (console_main in this process, as run.py runs
+             `mintdim-beam build`), or with the Beam flags given
+  datatrove  datatrove's LocalPipelineExecutor: JsonlReader -> DocumentTokenizer
+             (TASKS tasks, TASKS workers), then DocumentTokenizerMerger (1 task), on the
+             pre-rendered text files; run with a Python that has datatrove 0.10.1
+
+Untimed (imported by run_pack.py): the tokenizer training, the pre-rendered JSONL for
+datatrove, and the readers of both outputs (documents, tokens and the multiset of the
+documents' token sequences).
+
+usage: python pack_targets.py bound CORPUS TOKENIZER
+       python pack_targets.py ours CONFIG [beam flags...]
+       python pack_targets.py datatrove TEXT_DIR TOKENIZER OUT TASKS [SHUFFLE_DOCUMENTS]
+"""
+import json
+import os
+import sys
+import time
+
+TEMPLATE = "{instruction}\n\n{input}\n\n{output}"
+FIELDS = ["instruction", "input", "output"]
+EOD = "<|endoftext|>"
+BATCH = 4096  # documents per encode_batch call in the bound
+
+
+def render(row: dict) -> str:
+    """TEMPLATE with the row's fields, as the pack-build renders it (string fields)."""
+    return f"{row['instruction']}\n\n{row['input']}\n\n{row['output']}"
+
+
+def bound(corpus, tokenizer):
+    from tokenizers import Tokenizer
+
+    tk = Tokenizer.from_file(tokenizer)
+    tk.no_padding()
+    tk.no_truncation()
+    tk.encode_special_tokens = True
+
+    def encode(texts):
+        return sum(len(e.ids) for e in tk.encode_batch(texts, add_special_tokens=False))
+
+    tokens = documents = 0
+    batch = []
+    with open(corpus, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            batch.append(render(json.loads(line)))
+            if len(batch) >= BATCH:
+                tokens += encode(batch)
+                documents += len(batch)
+                batch = []
+    if batch:
+        tokens += encode(batch)
+        documents += len(batch)
+    # One EOD after each document, as both outputs hold.
+    return {"documents": documents, "text_tokens": tokens, "tokens": tokens + documents}
+
+
+def ours(config, *flags):
+    """`mintdim-beam pack CONFIG [flags]`: the console script's own entry in this
+    process; returns the printed summary."""
+    import contextlib
+    import io
+
+    from mintdim_beam.cli import console_main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = console_main(["pack", config, *flags])
+    if code:
+        raise SystemExit(code)
+    return json.loads(printed.getvalue())
+
+
+def datatrove(text_dir, tokenizer, out, tasks, shuffle_documents="true"):
+    """datatrove's tokenization as its docs show it: DocumentTokenizer over `tasks`
+    tasks (its defaults but the seed: shuffle_documents=True, batch_size=10000, no
+    local_working_dir), then DocumentTokenizerMerger (shuffle=True, its default) into
+    one output. Its logs and progress bars go to OUT/datatrove.log (fd 1 and 2 of this
+    process and its workers), not into the measuring pipes."""
+    tasks = int(tasks)
+    os.makedirs(out, exist_ok=True)
+    result_fd = os.dup(1)
+    log = os.open(os.path.join(out, "datatrove.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    from importlib.metadata import version
+
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.tokens import DocumentTokenizer, DocumentTokenizerMerger
+
+    tokenize = LocalPipelineExecutor(
+        pipeline=[JsonlReader(text_dir),
+                  DocumentTokenizer(output_folder=os.path.join(out, "tokenized"),
+                                    tokenizer_name_or_path=tokenizer, eos_token=EOD, seed=0,
+                                    shuffle_documents=shuffle_documents == "true")],
+        tasks=tasks, workers=tasks, logging_dir=os.path.join(out, "logs_tokenize"))
+    merge = LocalPipelineExecutor(
+        pipeline=[DocumentTokenizerMerger(input_folder=os.path.join(out, "tokenized"),
+                                          output_folder=os.path.join(out, "merged"),
+                                          save_filename="pack", seed=0)],
+        tasks=1, workers=1, logging_dir=os.path.join(out, "logs_merge"), depends=tokenize)
+    merge.run()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(result_fd, 1)
+    return {"datatrove_version": version("datatrove"), "tokenizers_version": version("tokenizers")}
+
+
+# ---- untimed helpers (run_pack.py) -------------------------------------------------
+
+def train_pack_tokenizer(corpus, path, vocab: int = 8000, lines: int = 30000):
+    """A byte-level BPE (GPT-2 style pre-tokenizer and decoder, `vocab` entries, the
+    special token <|endoftext|> as id 0) trained on the rendered texts of the corpus's
+    first `lines` documents. The generator is prefix-stable (corpus_N's first lines are
+    the same for every N), so every corpus of at least `lines` documents gives the same
+    tokenizer. Written once (an existing file is kept)."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    path = Path(path)
+    if path.exists():
+        return path
+
+    def texts():
+        with open(corpus, encoding="utf-8") as handle:
+            for i, line in enumerate(handle):
+                if i >= lines:
+                    break
+                if line.strip():
+                    yield render(json.loads(line))
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=[EOD],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts(), trainer)
+    tmp = path.with_suffix(".partial")
+    tok.save(str(tmp))
+    tmp.rename(path)
+    return path
+
+
+def write_rendered(corpus, folder, parts: int):
+    """The corpus's rendered texts as `parts` JSONL files of {"text": ...} (contiguous
+    line ranges of equal size), what datatrove's JsonlReader reads: it splits work
+    between tasks by file. Written once (kept when its marker FOLDER.done exists: the
+    marker is outside, as the reader takes every file in the folder)."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    done = folder.with_name(folder.name + ".done")
+    if done.exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    with open(corpus, encoding="utf-8") as handle:
+        count = sum(1 for line in handle if line.strip())
+    per = -(-count // parts)
+    outs = [open(folder / f"part_{part:03d}.jsonl", "w", encoding="utf-8") for part in range(parts)]
+    try:
+        with open(corpus, encoding="utf-8") as handle:
+            rows = (line for line in handle if line.strip())
+            for i, line in enumerate(rows):
+                outs[i // per].write(json.dumps({"text": render(json.loads(line))},
+                                                ensure_ascii=False) + "\n")
+    finally:
+        for out in outs:
+            out.close()
+    done.write_text(f"{parts}\n")
+    return folder
+
+
+def _digests(data: bytes, ends):
+    """Sorted hashes of the documents in `data` (uint16 tokens) cut at token `ends`."""
+    digests, start = [], 0
+    for end in ends:
+        digests.append(hash(data[start * 2:end * 2]))
+        start = end
+    return digests
+
+
+def read_ours(out) -> dict:
+    """Documents and tokens of our output, from its .idx files (not the manifest), and
+    the sorted hashes of the documents' token sequences (EOD included)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from mintdim_beam.core.megatron import read_idx
+
+    out = Path(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["dtype"] == "uint16", manifest["dtype"]
+    documents = tokens = 0
+    digests = []
+    for idx in sorted(out.glob("*.idx")):
+        index = read_idx(idx.read_bytes())
+        data = idx.with_suffix(".bin").read_bytes()
+        documents += len(index.lengths)
+        tokens += int(index.lengths.sum())
+        digests += _digests(data, np.cumsum(index.lengths, dtype=np.int64).tolist())
+    return {"documents": documents, "tokens": tokens, "digests": sorted(digests),
+            "manifest_documents": manifest["documents"], "manifest_tokens": manifest["tokens"]}
+
+
+def read_datatrove(out) -> dict:
+    """Documents and tokens of datatrove's merged output (.ds token files with their
+    .ds.index document ends), and the sorted hashes of the documents' token sequences."""
+    from pathlib import Path
+
+    import numpy as np
+
+    merged = Path(out) / "merged"
+    documents = tokens = 0
+    digests = []
+    for ds in sorted(merged.glob("*.ds")):
+        ends = np.fromfile(str(ds) + ".index", dtype="<u8")
+        data = ds.read_bytes()
+        documents += len(ends)
+        tokens += len(data) // 2
+        digests += _digests(data, ends.tolist())
+    return {"documents": documents, "tokens": tokens, "digests": sorted(digests)}
+
+
+if __name__ == "__main__":
+    target, *args = sys.argv[1:]
+    start = time.perf_counter()
+    result = {"bound": bound, "ours": ours, "datatrove": datatrove}[target](*args)
+    result["inner_seconds"] = time.perf_counter() - start
+    print(json.dumps(result))

@@ -1,0 +1,273 @@
+"""Pack throughput benchmark (issue 18):
+`python benchmarks/run_pack.py [--scale 100000[,1000000]] [--repeat R] [--json PATH]`.
+
+For each scale N: the first N documents of the benchmark corpus (`corpus.py`), a
+byte-level BPE (8k vocabulary, `<|endoftext|>` as id 0, trained on the rendered texts
+of the first 30k documents; cached under benchmarks/.work as pack_bpe8k.json), the
+template "{instruction}\\n\\n{input}\\n\\n{output}", one `<|endoftext|>` after each
+document. Measures, in interleaved rounds (the fastest run of each counts):
+  (a) the bound: json parse + one render + `encode_batch` of the texts, one process;
+  (b) ours: `mintdim-beam pack CONFIG` (the default local run, or the Beam flags given);
+  (c) datatrove 0.10.1: LocalPipelineExecutor, JsonlReader -> DocumentTokenizer
+      (2 tasks, 2 workers), then DocumentTokenizerMerger (both stages timed), on the
+      same texts pre-rendered to JSONL (`{"text": ...}`, 2 files) before any timing,
+      with a Python that has datatrove (--datatrove-python; default
+      benchmarks/.work/dt_venv, see the README; skipped with a notice when none).
+Prints seconds, documents/s, tokens/s, peak RSS of the process tree, b/a (goal <= 1.5),
+c/b (goal >= 3) and, given two scales or more, our peak RSS at the largest over the
+smallest (goal <= 1.5); checks that (b) and (c) hold the same documents and tokens (as
+multisets of token sequences: both shuffle). Writes JSON (default
+benchmarks/results_pack.json).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import pack_targets  # noqa: E402
+from corpus import write_corpus  # noqa: E402
+from measure import run_measured  # noqa: E402
+
+GOALS = {"ours_over_bound": 1.5, "datatrove_over_ours": 3.0, "peak_rss_large_over_small": 1.5}
+NAMES = {"bound": "bound (a)", "ours": "mintdim-beam (b)", "datatrove": "datatrove (c)"}
+
+
+def _datatrove_python(given: str | None, work: Path) -> tuple[str | None, str]:
+    """The Python to run datatrove with, and why (or why none)."""
+    if given is not None:
+        return (given or None), ("given" if given else "disabled (--datatrove-python '')")
+    for venv in (work / "dt_venv", HERE / ".work" / "dt_venv"):
+        python = venv / "bin" / "python"
+        if python.exists():
+            return str(python), f"found {venv}"
+    probe = subprocess.run([sys.executable, "-c", "import datatrove, orjson"], capture_output=True)
+    if probe.returncode == 0:
+        return sys.executable, "this Python has datatrove and orjson"
+    return None, "no Python with datatrove 0.10.1 and orjson (see README: dt_venv)"
+
+
+def _last_json(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _config(path: Path, corpus: Path, tokenizer: Path, out: Path) -> Path:
+    """The pack CONFIG (JSON is YAML too) for `mintdim-beam pack`."""
+    path.write_text(json.dumps({
+        "source": {"files": [str(corpus)], "fields": [pack_targets.FIELDS],
+                   "templates": [pack_targets.TEMPLATE]},
+        "tokenizer": {"type": "hf_json", "files": [str(tokenizer)]},
+        "pack": {"eod": pack_targets.EOD, "seed": 0},
+        "output": {"dir": str(out)}}, indent=2) + "\n")
+    return path
+
+
+def _run(cmd, env, out_dir):
+    if out_dir is not None:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    try:
+        return run_measured(cmd, env=env)
+    except RuntimeError as exc:
+        log = out_dir / "datatrove.log" if out_dir is not None else None
+        if log is not None and log.exists():  # datatrove's own output goes there
+            raise RuntimeError(f"{exc}\n--- {log} (tail) ---\n{log.read_text()[-3000:]}") from None
+        raise
+
+
+def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env: dict) -> dict:
+    corpus = write_corpus(work / f"corpus_{n}.jsonl", n)
+    targets = str(HERE / "pack_targets.py")
+    out, dt_out = work / f"out_pack_{n}", work / f"dt_pack_{n}"
+    config = _config(work / f"pack_{n}.json", corpus, tokenizer, out)
+    commands = {
+        "bound": ([sys.executable, targets, "bound", str(corpus), str(tokenizer)], None),
+        "ours": ([sys.executable, targets, "ours", str(config)] + args.beam_flag, out),
+    }
+    if dt_python:
+        tasks = args.datatrove_tasks
+        text = pack_targets.write_rendered(corpus, work / f"pack_text_{n}_{tasks}", tasks)
+        commands["datatrove"] = ([dt_python, targets, "datatrove", str(text), str(tokenizer),
+                                  str(dt_out), str(tasks), args.datatrove_shuffle_documents],
+                                 dt_out)
+    # Rounds interleave the three, so a slow spell on this shared machine hits them
+    # alike; the fastest run of each counts.
+    runs: dict = {}
+    every: dict = {name: [] for name in commands}
+    cpu: dict = {name: [] for name in commands}
+    for _ in range(max(1, args.repeat)):
+        for name, (cmd, out_dir) in commands.items():
+            result = _run(cmd, env, out_dir)
+            every[name].append(round(result["seconds"], 2))
+            cpu[name].append(round(result["cpu_seconds"], 2))
+            if name not in runs or result["seconds"] < runs[name]["seconds"]:
+                runs[name] = result
+    bound = _last_json(runs["bound"]["stdout"])
+    documents, tokens = bound["documents"], bound["tokens"]
+    row = {"documents": documents, "corpus_bytes": corpus.stat().st_size, "tokens": tokens,
+           "text_tokens": bound["text_tokens"]}
+    for name, r in runs.items():
+        row[name] = {"seconds": round(r["seconds"], 2),
+                     "documents_per_s": round(documents / r["seconds"]),
+                     "tokens_per_s": round(tokens / r["seconds"]),
+                     "peak_rss_mb": round(r["peak_rss_mb"], 1),
+                     "cpu_seconds": round(r["cpu_seconds"], 2),
+                     "every_run_seconds": every[name], "every_run_cpu_seconds": cpu[name]}
+    if "datatrove" in row:
+        # Not measured: its workers are children of multiprocess's forkserver, which
+        # nobody waits for, so their CPU time never reaches RUSAGE_CHILDREN.
+        row["datatrove"]["cpu_seconds"] = None
+        row["datatrove"]["every_run_cpu_seconds"] = None
+    row["ours_over_bound"] = round(row["ours"]["seconds"] / row["bound"]["seconds"], 2)
+    row["ours_within_goal"] = row["ours_over_bound"] <= GOALS["ours_over_bound"]
+    # The outputs, read after the timing (the last run's; every run writes the same).
+    ours = pack_targets.read_ours(out)
+    outputs = {"bound": {"documents": documents, "tokens": tokens},
+               "ours": {k: ours[k] for k in ("documents", "tokens", "manifest_documents",
+                                             "manifest_tokens")}}
+    if "datatrove" in runs:
+        row["datatrove_over_ours"] = round(row["datatrove"]["seconds"] / row["ours"]["seconds"], 2)
+        row["datatrove_within_goal"] = row["datatrove_over_ours"] >= GOALS["datatrove_over_ours"]
+        info = _last_json(runs["datatrove"]["stdout"])
+        row["datatrove_versions"] = {k: info[k] for k in ("datatrove_version", "tokenizers_version")}
+        theirs = pack_targets.read_datatrove(dt_out)
+        outputs["datatrove"] = {k: theirs[k] for k in ("documents", "tokens")}
+        row["same_documents_as_datatrove"] = ours["digests"] == theirs["digests"]
+        if not row["same_documents_as_datatrove"]:
+            row["documents_only_in_ours"] = _only_in(ours["digests"], theirs["digests"])
+            row["documents_only_in_datatrove"] = _only_in(theirs["digests"], ours["digests"])
+    row["outputs"] = outputs
+    row["same_counts"] = len({(o["documents"], o["tokens"]) for o in outputs.values()}) == 1
+    return row
+
+
+def _training_corpus(work: Path, lines: int) -> Path:
+    """A corpus of at least `lines` documents: an existing one (the generator is
+    prefix-stable, so its first `lines` are the same), else corpus_{lines}.jsonl."""
+    have = sorted((int(p.stem.split("_")[1]), p) for p in work.glob("corpus_*.jsonl")
+                  if p.stem.split("_")[1].isdigit() and int(p.stem.split("_")[1]) >= lines)
+    return have[0][1] if have else write_corpus(work / f"corpus_{lines}.jsonl", lines)
+
+
+def _only_in(mine: list, other: list) -> int:
+    from collections import Counter
+
+    return sum((Counter(mine) - Counter(other)).values())
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", "--samples", dest="scale", default="100000",
+                        help="documents, or several comma-separated (e.g. 100000,1000000: "
+                             "then also our peak RSS at the largest over the smallest)")
+    parser.add_argument("--json", default=str(HERE / "results_pack.json"))
+    parser.add_argument("--workdir", default=str(HERE / ".work"))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds of (a), (b), (c); the fastest run of each counts "
+                             "(this machine is noisy)")
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--train-lines", type=int, default=30_000,
+                        help="the tokenizer is trained on the first N documents (the same "
+                             "for every scale of at least N)")
+    parser.add_argument("--datatrove-python", default=os.environ.get("MINTDIM_DATATROVE_PYTHON"),
+                        help="a Python with datatrove 0.10.1 and orjson ('' skips (c)); "
+                             "default: WORKDIR/dt_venv or benchmarks/.work/dt_venv")
+    parser.add_argument("--datatrove-tasks", type=int, default=2,
+                        help="DocumentTokenizer tasks (= workers and input files)")
+    parser.add_argument("--datatrove-shuffle-documents", choices=("true", "false"), default="true",
+                        help="DocumentTokenizer's shuffle_documents (its default: true)")
+    parser.add_argument("--beam-flag", action="append", default=[],
+                        help="Beam flag for (b), repeatable; default: the local default run")
+    args = parser.parse_args(argv)
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    scales = [int(s) for s in args.scale.split(",")]
+    name = "pack_bpe8k.json" if args.vocab == 8000 else f"pack_bpe{args.vocab}.json"
+    tokenizer = work / name
+    if not tokenizer.exists():
+        pack_targets.train_pack_tokenizer(_training_corpus(work, args.train_lines), tokenizer,
+                                          args.vocab, args.train_lines)
+    dt_python, why = _datatrove_python(args.datatrove_python, work)
+    if not dt_python:
+        print(f"notice: {why}: skipping (c) datatrove", file=sys.stderr)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    report = {"scales": scales, "cores": os.cpu_count(), "repeat": args.repeat,
+              "beam_flags": args.beam_flag,
+              "tokenizer": f"byte-level BPE {args.vocab} (hf_json, {tokenizer.name})",
+              "template": pack_targets.TEMPLATE, "eod": pack_targets.EOD,
+              "datatrove": {"python": dt_python, "why": why, "tasks": args.datatrove_tasks,
+                            "workers": args.datatrove_tasks,
+                            "shuffle_documents": args.datatrove_shuffle_documents == "true",
+                            "merger_shuffle": True, "input": "pre-rendered {\"text\"} JSONL, "
+                            f"{args.datatrove_tasks} files, written before the timing"},
+              "goals": GOALS, "results": {}}
+    for n in scales:
+        report["results"][str(n)] = _scale(n, args, work, tokenizer, dt_python, env)
+    if len(scales) > 1:
+        small, large = str(min(scales)), str(max(scales))
+        ratio = round(report["results"][large]["ours"]["peak_rss_mb"]
+                      / report["results"][small]["ours"]["peak_rss_mb"], 2)
+        report["peak_rss"] = {"large": int(large), "small": int(small), "ratio": ratio,
+                              "within_goal": ratio <= GOALS["peak_rss_large_over_small"]}
+    _print(report)
+    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def _goal(ok: bool) -> str:
+    return "meets" if ok else "MISSES"
+
+
+def _print(report: dict) -> None:
+    dt = report["datatrove"]
+    for n, row in report["results"].items():
+        print(f"\n{n} documents, {row['corpus_bytes'] / 1e6:.1f} MB, {row['tokens'] / 1e6:.2f}M tokens "
+              f"(EOD included), {report['cores']} cores, repeat {report['repeat']}")
+        print(f"[pack: {report['tokenizer']}]{'':4} {'seconds':>8} {'documents/s':>11} "
+              f"{'tokens/s':>10} {'peak MB':>8} {'CPU s':>7}")
+        for name in ("bound", "ours", "datatrove"):
+            if name not in row:
+                continue
+            r = row[name]
+            label = NAMES[name]
+            if name == "datatrove":
+                label = f"datatrove {row['datatrove_versions']['datatrove_version']} (c)"
+            print(f"  {label:42} {r['seconds']:8.2f} {r['documents_per_s']:11} {r['tokens_per_s']:10} "
+                  f"{r['peak_rss_mb']:8.1f} "
+                  + (f"{r['cpu_seconds']:7.2f}" if r["cpu_seconds"] is not None else f"{'n/a':>7}")
+                  + (f"   runs: {r['every_run_seconds']}" if len(r["every_run_seconds"]) > 1 else ""))
+        line = (f"  b/a = {row['ours_over_bound']}  ({_goal(row['ours_within_goal'])} the "
+                f"<= {report['goals']['ours_over_bound']}x goal)")
+        if "datatrove_over_ours" in row:
+            line += (f"   c/b = {row['datatrove_over_ours']}  ({_goal(row['datatrove_within_goal'])} "
+                     f"the >= {report['goals']['datatrove_over_ours']}x goal)")
+        print(line)
+        counts = "; ".join(f"{name} {o['documents']} documents, {o['tokens']} tokens"
+                           for name, o in row["outputs"].items())
+        print(f"  outputs: {counts}" + ("" if row["same_counts"] else "   COUNTS DIFFER"))
+        if "same_documents_as_datatrove" in row:
+            same = row["same_documents_as_datatrove"]
+            print("  ours and datatrove's hold the same documents (token sequences, as multisets): "
+                  + ("yes" if same else f"NO ({row['documents_only_in_ours']} only in ours, "
+                                        f"{row['documents_only_in_datatrove']} only in datatrove's)"))
+    if not dt["python"]:
+        print(f"\n(c) datatrove skipped: {dt['why']}")
+    else:
+        print(f"\n(c) datatrove: {dt['tasks']} tasks / {dt['workers']} workers, DocumentTokenizer "
+              f"shuffle_documents={dt['shuffle_documents']}, merger shuffle={dt['merger_shuffle']}, "
+              f"input: {dt['input']}; python {dt['python']}.\n    Its CPU time is not measured "
+              "(n/a): its workers are children of a forkserver nobody waits for.")
+    if "peak_rss" in report:
+        p = report["peak_rss"]
+        print(f"peak RSS of (b), {p['large']} / {p['small']} documents = {p['ratio']}  "
+              f"({_goal(p['within_goal'])} the <= {report['goals']['peak_rss_large_over_small']}x goal)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
