@@ -91,3 +91,31 @@ def test_read_benchmark_runs_on_a_tiny_build(tmp_path, capsys):
     assert report["ratios"]["resume_matches"] is True
     assert report["memory"]["small"]["samples"] == 150 and report["memory"]["this"]["peak_rss_mb"] > 0
     assert "[goals]" in capsys.readouterr().out
+
+
+# The pack benchmark (issue 18) on a tiny corpus at two scales: bound, ours and (when a
+# Python with datatrove is found, e.g. benchmarks/.work/dt_venv) datatrove run and hold
+# the same documents; no timing assertions.
+import run_pack  # noqa: E402
+
+
+def test_pack_benchmark_runs_on_a_tiny_corpus(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert run_pack.main(["--scale", "100,200", "--vocab", "1000", "--train-lines", "100",
+                          "--repeat", "1", "--workdir", str(tmp_path / "work"),
+                          "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    for n in ("100", "200"):
+        row = report["results"][n]
+        assert row["documents"] == int(n) and row["tokens"] == row["text_tokens"] + int(n)
+        assert row["same_counts"] and row["outputs"]["ours"]["manifest_tokens"] == row["tokens"]
+        assert row["ours"]["peak_rss_mb"] > 0 and row["ours_over_bound"] > 0
+        if report["datatrove"]["python"]:
+            assert row["same_documents_as_datatrove"] and row["datatrove_over_ours"] > 0
+        else:
+            assert "datatrove" not in row
+    assert report["peak_rss"]["large"] == 200 and report["peak_rss"]["ratio"] > 0
+    tokenizer = json.loads((tmp_path / "work" / "pack_bpe1000.json").read_text(encoding="utf-8"))
+    assert tokenizer["pre_tokenizer"]["type"] == "ByteLevel"
+    assert [t["content"] for t in tokenizer["added_tokens"]] == ["<|endoftext|>"]
+    assert "b/a =" in capsys.readouterr().out

@@ -9,6 +9,7 @@ the first in file and line order, as in unit-build."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import apache_beam as beam
 import numpy as np
@@ -156,6 +157,6 @@ class TokenizeRangeFn(beam.DoFn):
             kept.append(doc)
         if kept:
             total = sum(len(d) for d in kept)
-            flat = np.fromiter((t for d in kept for t in d), dtype=np.int64, count=total)
+            flat = np.fromiter(chain.from_iterable(kept), dtype=np.int64, count=total)
             chunks.append(flat.astype(self._plan.dtype))
         return empty

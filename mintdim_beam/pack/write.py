@@ -66,7 +66,8 @@ class WriteShardFn(beam.DoFn):
         sequence_lengths = rows["length"] + 1
         storage.write_atomic(prefix + ".idx", megatron.idx_bytes(sequence_lengths,
                                                                  self._plan.dtype), out)
-        storage.write_atomic(prefix + ".csv.gz", self._provenance(rows, sequence_lengths), out)
+        storage.write_stream_atomic(prefix + ".csv.gz", self._provenance(rows, sequence_lengths),
+                                    out)
         # datatrove's document boundaries: cumulative ends in tokens, uint64, no leading 0
         storage.write_atomic(prefix + ".bin.index",
                              np.cumsum(sequence_lengths, dtype=np.uint64).astype("<u8").tobytes(),
@@ -102,20 +103,44 @@ class WriteShardFn(beam.DoFn):
                 pieces.append(eod)
             yield np.concatenate(pieces).astype(dtype, copy=False).tobytes()
 
-    def _provenance(self, rows, sequence_lengths) -> bytes:
+    def _provenance(self, rows, sequence_lengths):
+        """The gzip CSV in chunks of rows (never the shard's whole text in memory); no
+        name or time in the gzip header, so the bytes are the same on every run."""
         files = self._plan.config.files
         ends = np.cumsum(sequence_lengths)
         starts = ends - sequence_lengths
-        text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
-        ids = np.empty(len(starts), dtype=object)
-        for file_pos in np.unique(rows["file_pos"]):
-            at = rows["file_pos"] == file_pos
-            ids[at] = doc_order.document_ids(files[int(file_pos)].given, rows["line"][at])
-        srcs = [files[int(f)].given for f in rows["file_pos"]]
-        writer.writerows(zip(starts.tolist(), ends.tolist(), ids.tolist(), srcs,
-                             rows["line"].tolist()))
-        buffer = io.BytesIO()
-        with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as handle:
-            handle.write(text.getvalue().encode("utf-8"))
-        return buffer.getvalue()
+        sink = _Drain()
+        with gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0) as handle:
+            for lo in range(0, len(starts), CHUNK_DOCS):
+                hi = min(lo + CHUNK_DOCS, len(starts))
+                file_pos, lines = rows["file_pos"][lo:hi], rows["line"][lo:hi]
+                ids = np.empty(hi - lo, dtype=object)
+                for f in np.unique(file_pos):
+                    at = file_pos == f
+                    ids[at] = doc_order.document_ids(files[int(f)].given, lines[at])
+                text = io.StringIO()
+                csv.writer(text, lineterminator="\n").writerows(zip(
+                    starts[lo:hi].tolist(), ends[lo:hi].tolist(), ids.tolist(),
+                    [files[int(f)].given for f in file_pos], lines.tolist()))
+                handle.write(text.getvalue().encode("utf-8"))
+                yield sink.take()
+        yield sink.take()
+
+
+class _Drain(io.RawIOBase):
+    """A write-only file whose bytes are taken out as they come (gzip's sink)."""
+
+    def __init__(self):
+        super().__init__()
+        self._parts = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        out, self._parts = b"".join(self._parts), []
+        return out
