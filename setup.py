@@ -15,6 +15,7 @@ setup(
         "gcsfs>=2024.6.0",  # gs:// paths need no extra install
         "matplotlib",  # `mintdim-beam report` figures
         "jinja2>=3.1.6",  # chat templates; older 3.1.x have sandbox escapes (templates are untrusted)
+        "tqdm>=4.66",  # the live progress line of a local build
     ],
     extras_require={
         # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.

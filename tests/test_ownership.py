@@ -205,7 +205,8 @@ def _demo_config(tmp: Path, out_root: Path) -> Path:
 
 
 def test_a_full_disk_is_one_clear_error_and_the_scratch_goes_first(tmp_path, small_disk):
-    proc = _cli("build", _demo_config(tmp_path, small_disk))
+    # past the up-front estimate (--disk_check=off): the disk fills during the build
+    proc = _cli("build", _demo_config(tmp_path, small_disk), "--disk_check=off")
     assert proc.returncode == 1
     assert "OutputWriteError" in proc.stderr and "No space left on device" in proc.stderr
     assert f"Directory: {small_disk}/" in proc.stderr
@@ -215,6 +216,14 @@ def test_a_full_disk_is_one_clear_error_and_the_scratch_goes_first(tmp_path, sma
         assert json.loads((out / MARKER).read_text())["state"] == "failed"
         notices = list(out.glob("unit_*/UNIT_BUILD_FAILED.md"))
         assert notices and all("OutputWriteError" in n.read_text() for n in notices)
+
+
+def test_a_disk_too_small_for_the_estimate_fails_before_any_output(tmp_path, small_disk):
+    proc = _cli("build", _demo_config(tmp_path, small_disk))
+    assert proc.returncode == 2
+    assert "ScratchSpaceError" in proc.stderr and f"Directory: {small_disk}/" in proc.stderr
+    assert "Không đủ dung lượng đĩa" in proc.stderr and "Traceback" not in proc.stderr
+    assert list(small_disk.iterdir()) == []
 
 
 def test_a_read_only_output_is_a_config_error_and_nothing_is_written(tmp_path, read_only_disk):

@@ -131,7 +131,8 @@ def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
         for fp in (0, 1):
             part = [e for e in chunk if e[2] == fp]
             if part:
-                pieces.append(([e[0] for e in part], np.array([e[1] for e in part]), fp,
+                pieces.append((bytes.fromhex("".join(e[0] for e in part)),
+                               np.array([e[1] for e in part]), fp,
                                np.array([e[3] for e in part])))
     rng.shuffle(pieces)
     dataset = _dataset("unused")

@@ -12,12 +12,14 @@ import apache_beam as beam
 
 from mintdim_beam.build.transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits,
                                                   DecideOverflows, UnitOffsets, abort_errors,
-                                                  number_candidates, overflow_candidates)
+                                                  declared_units, number_candidates,
+                                                  overflow_candidates)
 from mintdim_beam.build.transforms.duplicates import DuplicateIndex
 from mintdim_beam.build.transforms.finalize import Finalize, FirstError
 from mintdim_beam.build.transforms.gather import ApplyToAll
 from mintdim_beam.build.transforms.read import COUNTS, ReadJSONL
 from mintdim_beam.build.transforms.render import ERRORS, Render
+from mintdim_beam.build.transforms.spill import SpillBatches
 from mintdim_beam.build.transforms.stage import StageRecords
 from mintdim_beam.build.transforms.stats import BuildStats
 from mintdim_beam.build.transforms.tokenize import Tokenize
@@ -63,7 +65,10 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges, warm_key)
     from mintdim_beam.build.options import max_line_bytes, stages_records
 
-    tokenized = tokenized | "StageRecords" >> StageRecords(plans, stages_records(p.options))
+    staging = StageRecords(plans, stages_records(p.options))
+    tokenized = tokenized | "StageRecords" >> staging
+    tokenized = tokenized | "SpillBatches" >> SpillBatches(plans, staging.staged, declared_units,
+                                                           overflow_candidates)
     # Lines over --max_line_bytes are decided with the overflows: skipped or an error.
     bad_lines, long_lines = bad_lines | "LongLines" >> beam.Partition(
         lambda error, _: int(isinstance(error, SKIPPABLE)), 2)

@@ -19,6 +19,7 @@ from pathlib import Path
 from mintdim_beam.build.encoder_process import warm_helpers
 from mintdim_beam.build.frozen_heap import frozen_heap
 from mintdim_beam.build.local_default import DEFAULT_RUNNER, auto_encoder_processes
+from mintdim_beam.build.progress import Progress, range_size
 from mintdim_beam.build.prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
 from mintdim_beam.build.sampler_period import short_sampler_period
 from mintdim_beam.build.units import (POLICIES, TEMPLATE_UNK_POLICIES, decide_overflows,
@@ -26,6 +27,7 @@ from mintdim_beam.build.units import (POLICIES, TEMPLATE_UNK_POLICIES, decide_ov
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 from mintdim_beam.core.config import resolve_datasets
+from mintdim_beam.core.disk_space import UNIT_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.errors import (BuildInterruptedError, PipelineValidationError,
                                       TemplateTokenizerError, error_from_payload)
 from mintdim_beam.core.failures import recover
@@ -228,15 +230,17 @@ class _RunShape:
             self.options, self.runner, self.local = None, DEFAULT_RUNNER, True
             self.range_bytes, self.early_helpers = DEFAULT_RANGE_BYTES, auto_encoder_processes()
             self.max_line_bytes = DEFAULT_MAX_LINE_BYTES
+            self.disk_check = True
             return
-        from mintdim_beam.build.options import (encoder_processes, is_local, is_single_process,
-                                                make_options, max_line_bytes, range_bytes,
-                                                runner_name)
+        from mintdim_beam.build.options import (checks_disk, encoder_processes, is_local,
+                                                is_single_process, make_options, max_line_bytes,
+                                                range_bytes, runner_name)
 
         self.options = make_options(pipeline_options)
         self.runner, self.local = runner_name(self.options), is_local(self.options)
         self.range_bytes = range_bytes(self.options)
         self.max_line_bytes = max_line_bytes(self.options)
+        self.disk_check = checks_disk(self.options)
         # Helpers for an in-process worker start before the pipeline is built.
         self.early_helpers = (encoder_processes(self.options)
                               if is_single_process(self.options) else 0)
@@ -247,6 +251,14 @@ class _RunShape:
         if self.options is None:
             self.options = make_options(None)
         return self.options
+
+
+def shown_progress(run, ranges, label: str = "unit-build"):
+    """Live progress for a local run (`progress.Progress`); nothing for a cloud one,
+    whose UI shows the Beam counters."""
+    if not run.local:
+        return contextlib.nullcontext()
+    return Progress(sum(range_size(r) for r in ranges), label)
 
 
 def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
@@ -271,6 +283,10 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
     claim = Claim(run_id)
     claim.take([(d.output_path, d.output_given) for d in datasets])
     try:
+        if run.disk_check:  # after the claim: an unwritable output says so first
+            check_space([(d.output_path, d.output_given,
+                          int(UNIT_BUILD_PER_INPUT_BYTE * input_bytes(ranges, d.index)))
+                         for d in datasets])
         if on_overflow == "prompt" and interactive:
             choosers = _survey_and_ask(plans, ranges, run.beam_options())
         else:
@@ -298,7 +314,7 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
 
             p = beam.Pipeline(options=options)
             expand_unit_build(p, plans, ranges, choosers, warm_key)
-            with frozen_heap(), short_sampler_period():
+            with frozen_heap(), short_sampler_period(), shown_progress(run, ranges):
                 pipeline_result = p.run()
                 if not waits(options):
                     log(f"submitted ({run.runner}); the job finalizes its outputs itself")

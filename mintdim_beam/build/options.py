@@ -28,6 +28,10 @@ class MintDimOptions(PipelineOptions):
                             help="helper processes that encode batches while the worker renders "
                                  "the next ones; 0 encodes in the worker (default -1: one per "
                                  "core, at most 8, for the local in-process run, else 0)")
+        parser.add_argument("--disk_check", choices=("on", "off"), default="on",
+                            help="on: a local output whose disk has less free space than the "
+                                 "build's estimate (README, Disk) is an error before any "
+                                 "output; off: skip the check")
         parser.add_argument("--stage_records", choices=("auto", "off"), default="auto",
                             help="auto: records of samples that fit a declared unit go to block "
                                  "files in the output's scratch dir as soon as they are "
@@ -107,6 +111,10 @@ def max_line_bytes(options: PipelineOptions) -> int:
 def waits(options: PipelineOptions) -> bool:
     """False for a templated launch: the launcher must not wait for the job."""
     return not options.view_as(MintDimOptions).no_wait
+
+
+def checks_disk(options: PipelineOptions) -> bool:
+    return options.view_as(MintDimOptions).disk_check == "on"
 
 
 def stages_records(options: PipelineOptions) -> bool:

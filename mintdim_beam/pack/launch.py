@@ -8,9 +8,11 @@ import logging
 import sys
 
 from mintdim_beam.build.frozen_heap import frozen_heap
-from mintdim_beam.build.launch import _build_error, _received, _RunShape, _signals_held
+from mintdim_beam.build.launch import (_build_error, _received, _RunShape, _signals_held,
+                                       shown_progress)
 from mintdim_beam.build.sampler_period import short_sampler_period
 from mintdim_beam.core import storage
+from mintdim_beam.core.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.ownership import PACK_FAILED, Claim, check_free, new_run_id
 from mintdim_beam.core.pack_config import prepare_pack, resolve_pack, with_run
 from mintdim_beam.core.source import plan_ranges
@@ -51,6 +53,13 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
     ranges = plan_ranges([config], run.range_bytes)
     claim = Claim(run_id)
     claim.take([(config.output_path, config.output_given)])
+    if run.disk_check:  # after the claim: an unwritable output says so first
+        try:
+            check_space([(config.output_path, config.output_given,
+                          int(PACK_BUILD_PER_INPUT_BYTE * input_bytes(ranges)))])
+        except BaseException:
+            claim.undo()
+            raise
     log(f"start output={config.output_given} files={len(config.files)} dtype={plan.dtype} "
         f"eod={plan.eod_id} seed={config.seed} shard_tokens={config.shard_tokens} "
         f"runner={run.runner} run={run_id}")
@@ -63,7 +72,7 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
 
         p = beam.Pipeline(options=options)
         expand_pack_build(p, plan, ranges)
-        with frozen_heap(), short_sampler_period():
+        with frozen_heap(), short_sampler_period(), shown_progress(run, ranges, "pack-build"):
             result = p.run()
             if not waits(options):
                 log(f"submitted ({run.runner}); the job finalizes its output itself")

@@ -14,6 +14,7 @@ from itertools import chain
 import apache_beam as beam
 import numpy as np
 
+from mintdim_beam.build.progress import range_size, tally
 from mintdim_beam.core.errors import MintDimError
 from mintdim_beam.core.failures import PendingError, WorkerFailure
 from mintdim_beam.core.input_files import open_range
@@ -97,6 +98,7 @@ class TokenizeRangeFn(beam.DoFn):
         config, key = self._plan.config, byte_range.key
         renderer = self._renderers[byte_range.file_pos]
         lines, lengths, chunks, errors, empty = [], [], [], [], 0
+        size, counted = range_size(byte_range), 0
         try:
             with open_range(byte_range) as handle:
                 batches = RangeBatches(handle, byte_range, BATCH, self._max_line_bytes)
@@ -109,9 +111,17 @@ class TokenizeRangeFn(beam.DoFn):
                         else:
                             texts.append(doc)
                             at.append(local_line)
-                    empty += self._encode(texts, at, lines, lengths, chunks)
+                    skipped, tokens = self._encode(texts, at, lines, lengths, chunks)
+                    empty += skipped
+                    done = counted
+                    if byte_range.codec == "plain":
+                        done = min(max(handle.tell() - byte_range.start, counted), size)
+                    tally(samples=len(entries), bytes=done - counted, tokenized=len(entries),
+                          tokens=tokens)
+                    counted = done
         except MintDimError as exc:
             raise WorkerFailure(exc.to_payload()) from None
+        tally(bytes=size - counted)
         dtype = self._plan.dtype
         tokens = np.concatenate(chunks) if chunks else np.zeros(0, dtype=dtype)
         table = np.stack([np.asarray(lines, dtype=np.int64),
@@ -138,10 +148,11 @@ class TokenizeRangeFn(beam.DoFn):
             return None, error
         return renderer.text(key, local_line, row)
 
-    def _encode(self, texts, at, lines, lengths, chunks) -> int:
-        """Tokenize a batch; keep the documents with tokens. Returns how many had none."""
+    def _encode(self, texts, at, lines, lengths, chunks) -> tuple[int, int]:
+        """Tokenize a batch; keep the documents with tokens. Returns how many had none
+        and how many tokens the others have."""
         if not texts:
-            return 0
+            return 0, 0
         bos = self._plan.bos_id
         empty = 0
         ids = self._tokenizer.encode_plain_many(texts)
@@ -159,4 +170,5 @@ class TokenizeRangeFn(beam.DoFn):
             total = sum(len(d) for d in kept)
             flat = np.fromiter(chain.from_iterable(kept), dtype=np.int64, count=total)
             chunks.append(flat.astype(self._plan.dtype))
-        return empty
+            return empty, total
+        return empty, 0

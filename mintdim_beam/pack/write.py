@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 import numpy as np
 
+from mintdim_beam.build.progress import tally
 from mintdim_beam.core import doc_order, megatron, storage
 from mintdim_beam.core.faults import BundleFaults
 from mintdim_beam.pack import scratch
@@ -73,6 +74,7 @@ class WriteShardFn(beam.DoFn):
                              np.cumsum(sequence_lengths, dtype=np.uint64).astype("<u8").tobytes(),
                              out)
         self._faults.check(shard)
+        tally(assigned=len(order), shards=1)
         per_file = np.bincount(rows["file_pos"], weights=sequence_lengths,
                                minlength=len(config.files)).astype(np.int64)
         yield ShardWritten(shard, shard_name(shard), len(order), int(sequence_lengths.sum()),

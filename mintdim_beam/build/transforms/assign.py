@@ -11,12 +11,15 @@ import apache_beam as beam
 import numpy as np
 
 from mintdim_beam.build.packed import Packed
+from mintdim_beam.build.progress import tally
 from mintdim_beam.build.transforms.gather import ApplyToAll
+from mintdim_beam.build.transforms.spill import SpilledBatch, load
 from mintdim_beam.build.transforms.stage import (BlockRange, block_path, block_sections,
-                                                 unit_records)
+                                                 overflow_path, unit_records)
 from mintdim_beam.build.units import (Candidate, assign_declared, decide_overflows,
                                       kept_lengths)
 from mintdim_beam.core import format as fmt
+from mintdim_beam.core import storage
 from mintdim_beam.core.failures import PendingError
 from mintdim_beam.core.source import long_line_reason
 
@@ -35,6 +38,8 @@ def hash_buckets(digests: list[str], buckets: int) -> np.ndarray:
 def declared_units(plans, element):
     """(dataset, chunk) -> Counter of declared units, for samples that fit them."""
     chunk_key, batch = element
+    if isinstance(batch, SpilledBatch):
+        return chunk_key, Counter(batch.declared)
     plan = plans[chunk_key[0]]
     units = assign_declared(plan.dataset.sizes, batch["lengths"].sum(axis=1))
     counts = Counter(units[units > 0].tolist())
@@ -48,6 +53,9 @@ def overflow_candidates(plans, element):
     them as a side input, which Beam weighs object by object (0.05 s of the step for
     5,000 candidates as tuples)."""
     chunk_key, batch = element
+    if isinstance(batch, SpilledBatch):
+        yield from batch.candidates
+        return
     plan = plans[chunk_key[0]]
     totals = batch["lengths"].sum(axis=1)
     js = np.nonzero(totals > plan.dataset.sizes[-1])[0]
@@ -176,6 +184,7 @@ class AssignFn(beam.DoFn):
 
     def process(self, element, packed_plans, offsets, numbering):
         chunk_key, batch = element
+        batch = load(batch)  # a spilled batch comes back from the scratch dir here
         ds, file_pos, range_no, _ = chunk_key
         plan = self._plans[ds]
         dataset = plan.dataset
@@ -258,10 +267,12 @@ class AssignFn(beam.DoFn):
             sorted_buckets, by_bucket = bucket_of[order], written[order]
             firsts = np.flatnonzero(np.diff(sorted_buckets, prepend=-1))
             for first, part in zip(firsts.tolist(), np.split(by_bucket, firsts[1:])):
+                # the 32 raw bytes of each hash, joined: a quarter of a list of hex strings
+                # while the runner holds every bucket for the group-by
                 yield beam.pvalue.TaggedOutput(HASHES, (
                     (ds, int(sorted_buckets[first])),
-                    ([digests[j] for j in part.tolist()], sample_id_arr[part], file_pos,
-                     line_arr[part])))
+                    (bytes.fromhex("".join([digests[j] for j in part.tolist()])),
+                     sample_id_arr[part], file_pos, line_arr[part])))
 
         # Record pieces keyed by (unit, shard); a batch's samples of one shard are
         # contiguous. A run of staged samples is a range of the block; the others'
@@ -270,6 +281,9 @@ class AssignFn(beam.DoFn):
         if staged:
             block = block_path(dataset, chunk_key)
             sections = block_sections(plan, declared)
+            # The overflow samples' records (built here, after the decisions) go to a
+            # second block of the batch, so only references wait for the shard writers.
+            overflow_block, overflow_records, overflow_at = overflow_path(dataset, chunk_key), [], 0
         for unit, members in members_by_unit.items():
             member_shards, member_ranks = shards[members], ranks[members]
             from_block = ~inline[members]
@@ -284,9 +298,18 @@ class AssignFn(beam.DoFn):
                     yield key, (rank, BlockRange(
                         block, sections[unit] + int(block_index[js[0]]) * width, len(js) * width))
                     continue
-                yield key, (rank, unit_records(plan, unit, tokens, starts[js], keep[js],
-                                               lengths[js], full[js]).tobytes())
+                records = unit_records(plan, unit, tokens, starts[js], keep[js], lengths[js],
+                                       full[js]).tobytes()
+                if not staged:
+                    yield key, (rank, records)
+                    continue
+                yield key, (rank, BlockRange(overflow_block, overflow_at, len(records)))
+                overflow_records.append(records)
+                overflow_at += len(records)
+        if staged and overflow_records:
+            storage.write_atomic(overflow_block, b"".join(overflow_records), dataset.output_path)
 
+        tally(assigned=len(units))
         if sample_rows:
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))
         if unk_rows:

@@ -18,13 +18,12 @@ def _group_rows(element, plans):
     parts = list(parts)  # GroupByKey hands out an iterable in no set order
     if not parts:
         return
-    digests = [d for part in parts for d in part[0]]
+    raw = np.frombuffer(b"".join(part[0] for part in parts), dtype="V32")
     sample_ids = np.concatenate([part[1] for part in parts])
     file_pos = np.concatenate([np.full(len(part[1]), part[2]) for part in parts])
     lines = np.concatenate([part[3] for part in parts])
     # Grouped by the 32 raw bytes of each hash, which sort as their hex does: 7 times
     # faster than a unique over the hex strings as a numpy string array.
-    raw = np.frombuffer(bytes.fromhex("".join(digests)), dtype="V32")
     _, inverse, counts = np.unique(raw, return_inverse=True, return_counts=True)
     repeated = np.flatnonzero(counts[inverse] > 1)
     if not len(repeated):
@@ -36,7 +35,7 @@ def _group_rows(element, plans):
     width = plans[ds].dataset.samples_per_shard
     for members in np.split(order, bounds):
         sids = sample_ids[members].tolist()
-        row = fmt.duplicate_row(digests[members[0]], [
+        row = fmt.duplicate_row(raw[members[0]].tobytes().hex(), [
             (sid, files[fp].given, line)
             for sid, fp, line in zip(sids, file_pos[members].tolist(), lines[members].tolist())])
         yield (ds, sids[0] // width), (sids[0], len(sids), row)
@@ -57,7 +56,8 @@ class WriteDuplicatePartFn(beam.DoFn):
 
 
 class DuplicateIndex(beam.PTransform):
-    """((dataset, bucket), (digests, sample ids, file, lines)) -> duplicate parts:
+    """((dataset, bucket), (raw 32-byte digests joined, sample ids, file, lines)) ->
+    duplicate parts:
     (dataset, part, path, groups, samples)."""
 
     def __init__(self, plans: dict):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from mintdim_beam.build.progress import range_size, tally
 from mintdim_beam.core.errors import MintDimError
 from mintdim_beam.core.failures import WorkerFailure
 from mintdim_beam.core.input_files import open_range
@@ -19,15 +20,23 @@ class ReadRangeFn(beam.DoFn):
         self._max_line_bytes = max_line_bytes
 
     def process(self, byte_range):
+        size, counted = range_size(byte_range), 0
         try:
             # open_range checks the file is the planned one, before and after reading.
             with open_range(byte_range) as handle:
                 batches = RangeBatches(handle, byte_range,
                                        self._batch_sizes[byte_range.dataset],
                                        self._max_line_bytes)
-                yield from batches
+                for batch in batches:
+                    yield batch
+                    done = counted
+                    if byte_range.codec == "plain":  # a compressed range counts at its end
+                        done = min(max(handle.tell() - byte_range.start, counted), size)
+                    tally(samples=len(batch[1]), bytes=done - counted)
+                    counted = done
         except MintDimError as exc:  # carried to the launcher as its own class
             raise WorkerFailure(exc.to_payload()) from None
+        tally(bytes=size - counted)
         yield beam.pvalue.TaggedOutput(COUNTS, (byte_range.key, (batches.lines, batches.samples)))
 
 

@@ -36,6 +36,11 @@ def block_path(dataset, chunk_key) -> str:
     return scratch_path(dataset, "blocks", chunk_key, "bin")
 
 
+def overflow_path(dataset, chunk_key) -> str:
+    """A batch's second block: its overflow samples' records, written by AssignFn."""
+    return scratch_path(dataset, "blocks", chunk_key, "overflow.bin")
+
+
 def gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Indices of [starts[i], starts[i] + counts[i]) for every i, concatenated."""
     offsets = np.cumsum(counts) - counts
@@ -94,11 +99,11 @@ class StageRecords(beam.PTransform):
         super().__init__()
         self._plans = plans
         # Local outputs only (see the module docstring).
-        self._staged = {ds for ds, plan in plans.items()
-                        if enabled and not storage.is_url(plan.dataset.output_path)}
+        self.staged = {ds for ds, plan in plans.items()
+                       if enabled and not storage.is_url(plan.dataset.output_path)}
 
     def expand(self, tokenized):
-        plans, staged = self._plans, self._staged
+        plans, staged = self._plans, self.staged
 
         def stage(element):
             chunk_key, batch = element

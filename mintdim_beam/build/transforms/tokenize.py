@@ -23,6 +23,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from mintdim_beam.build.encoder_process import (EncoderProcessError, adopt_warm,
                                                 helper_threads, start_helpers)
+from mintdim_beam.build.progress import tally
 from mintdim_beam.core.encode_batch import BatchEncoder, share_bounds
 from mintdim_beam.core.errors import EncoderCrashError
 from mintdim_beam.core.failures import WorkerFailure
@@ -32,6 +33,7 @@ from mintdim_beam.core.tokenizers import cached_tokenizer
 
 def _tokenized(chunk_key, batch, encoded):
     lengths, tokens, unks = encoded
+    tally(tokenized=len(lengths), tokens=int(lengths.sum()))
     out = {"samples": batch["samples"], "lines": batch["lines"],
            "digests": batch["digests"], "empty": batch["empty"],
            "lengths": lengths, "tokens": tokens, "unks": unks}

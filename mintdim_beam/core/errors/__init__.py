@@ -12,7 +12,8 @@ as the same class; pickling goes through the same path.
 from mintdim_beam.core.errors.base import ERROR_CLASSES, MintDimError, error_from_payload
 from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashError,
                                            OutputCleanError, OutputWriteError,
-                                           ReaderStateError, ShardRecordError,
+                                           ReaderStateError, ScratchSpaceError,
+                                           ShardRecordError,
                                            SourceChangedError, SourceFormatError)
 from mintdim_beam.core.errors.pack import PackEmptyError, PackValidationError
 from mintdim_beam.core.errors.read import (UnitReadBatchError, UnitReadMaskingError,
@@ -58,6 +59,7 @@ __all__ = [
     "OutputCleanError",
     "ShardRecordError",
     "ReaderStateError",
+    "ScratchSpaceError",
     "UnitReadValidationError",
     "UnitReadMetadataError",
     "UnitReadShardError",

@@ -153,3 +153,21 @@ class ReaderStateError(MintDimError):
              "Cách sửa: tiếp tục với đúng build (manifest.json), seed và tokens_per_step "
              "đã dùng khi lưu trạng thái."],
         )
+
+
+class ScratchSpaceError(MintDimError):
+    """Raised before any output when the disk of a local output directory has less free
+    space than the build will need for its scratch files and its output."""
+
+    def __init__(self, *, directory: str, needed: str, free: str):
+        kw = {"directory": str(directory), "needed": str(needed), "free": str(free)}
+        self._set(
+            kw,
+            ["Not enough disk space for the build.", f"Directory: {kw['directory']}",
+             f"Needed: about {kw['needed']} (scratch files and output)",
+             f"Free: {kw['free']}",
+             "Fix: free space there, or choose an output directory on a larger disk."],
+            ["Không đủ dung lượng đĩa cho build.", f"Thư mục: {kw['directory']}",
+             f"Cần: khoảng {kw['needed']} (file tạm và output)", f"Còn trống: {kw['free']}",
+             "Cách sửa: giải phóng dung lượng ở đó, hoặc chọn thư mục output trên đĩa lớn hơn."],
+        )

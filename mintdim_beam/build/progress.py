@@ -1,0 +1,188 @@
+"""Live progress of a build: what workers have done, shown on the machine that launched
+it, and Beam counters that the Dataflow and Flink UIs display.
+
+Workers count with `tally(...)`: bytes read, samples read, samples tokenized, tokens,
+samples assigned, shards written. Each count is a Beam counter (namespace `mintdim`),
+and, in a local run, also goes to a small JSON file per worker process in a directory
+the launcher made (`MINTDIM_PROGRESS_DIR`, inherited by every local worker process), at
+most twice a second. The launcher's `Progress` thread sums those files: on a terminal
+one updating tqdm line (bytes read of total, samples, samples per second, ETA; after
+the global step, samples assigned of those read, and shards written), otherwise a plain
+line every `MINTDIM_PROGRESS_INTERVAL` seconds (default 10). Remote workers (Dataflow,
+Flink) have no such directory and only count in Beam."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+ENV = "MINTDIM_PROGRESS_DIR"
+INTERVAL_ENV = "MINTDIM_PROGRESS_INTERVAL"
+KEYS = ("bytes", "samples", "tokenized", "tokens", "assigned", "shards")
+_FLUSH_SECONDS = 0.5
+
+
+class _Tally:
+    """This process's counts, flushed to its progress file now and then."""
+
+    def __init__(self):
+        self.counts = dict.fromkeys(KEYS, 0)
+        self._flushed = 0.0
+        self._lock = threading.Lock()
+        self._counters = {}
+
+    def add(self, **amounts) -> None:
+        from apache_beam.metrics import Metrics
+
+        with self._lock:
+            for key, amount in amounts.items():
+                self.counts[key] += int(amount)
+                counter = self._counters.get(key)
+                if counter is None:
+                    counter = self._counters[key] = Metrics.counter("mintdim", key)
+                counter.inc(int(amount))
+            if time.monotonic() - self._flushed >= _FLUSH_SECONDS:
+                self.flush()
+
+    def flush(self) -> None:
+        directory = os.environ.get(ENV)
+        if not directory or not os.path.isdir(directory):
+            return
+        self._flushed = time.monotonic()
+        path = os.path.join(directory, f"{socket.gethostname()}-{os.getpid()}.json")
+        temp = f"{path}.tmp"
+        try:
+            with open(temp, "w") as handle:
+                json.dump(self.counts, handle)
+            os.replace(temp, path)
+        except OSError:
+            pass  # progress is best effort: never fail a build for it
+
+
+_TALLY = _Tally()
+
+
+def tally(**amounts) -> None:
+    """Count work done in this worker (keys of `KEYS`)."""
+    _TALLY.add(**amounts)
+
+
+def flush() -> None:
+    """Write this process's counts now (at the end of a bundle)."""
+    with _TALLY._lock:
+        _TALLY.flush()
+
+
+def range_size(byte_range) -> int:
+    """The bytes a range stands for in progress reports: its span of a plain file, the
+    whole (compressed) size of a compressed one."""
+    if byte_range.codec == "plain":
+        return byte_range.end - byte_range.start
+    return int(dict(byte_range.identity).get("size", 0))
+
+
+def _totals(directory: str) -> dict:
+    totals = dict.fromkeys(KEYS, 0)
+    for name in os.listdir(directory):
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, name)) as handle:
+                counts = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        for key in KEYS:
+            totals[key] += int(counts.get(key, 0))
+    return totals
+
+
+def _eta(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+class Progress:
+    """The launcher's side: a thread showing the workers' totals until `stop()`."""
+
+    def __init__(self, total_bytes: int, label: str = "unit-build", stream=None):
+        self.total_bytes = max(int(total_bytes), 1)
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.directory = tempfile.mkdtemp(prefix="mintdim-progress-")
+        self.interval = float(os.environ.get(INTERVAL_ENV, "10"))
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mintdim-progress", daemon=True)
+        self._started = time.monotonic()
+        self._bar = None
+        self._previous_env = None
+
+    def __enter__(self):
+        self._previous_env = os.environ.get(ENV)
+        os.environ[ENV] = self.directory
+        _TALLY.counts = dict.fromkeys(KEYS, 0)  # an in-process run starts from zero
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self._bar is not None:
+            self._bar.close()
+        if self._previous_env is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = self._previous_env
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _run(self) -> None:
+        wait = 0.25 if self.tty else self.interval
+        while not self._stop.wait(wait):
+            flush()  # this process's own counts (the in-process runner's workers)
+            self.show(_totals(self.directory))
+
+    def line(self, totals: dict) -> str:
+        """The plain text of one progress report."""
+        elapsed = max(time.monotonic() - self._started, 1e-6)
+        rate = totals["samples"] / elapsed
+        if totals["assigned"]:
+            share = totals["assigned"] / max(totals["samples"], 1)
+            return (f"[{self.label}] writing: {totals['assigned']:,} of {totals['samples']:,} "
+                    f"samples assigned ({share:.0%}), {totals['shards']:,} shards written, "
+                    f"{elapsed:.0f} s")
+        share = min(totals["bytes"] / self.total_bytes, 1.0)
+        eta = (elapsed / share - elapsed) if share > 0 else 0.0
+        return (f"[{self.label}] reading: {share:.0%} ({totals['bytes'] / 1e6:,.0f} of "
+                f"{self.total_bytes / 1e6:,.0f} MB), {totals['samples']:,} samples, "
+                f"{totals['tokens']:,} tokens, {rate:,.0f} samples/s, ETA {_eta(eta)}")
+
+    def show(self, totals: dict) -> None:
+        if not self.tty:
+            print(self.line(totals), file=self.stream, flush=True)
+            return
+        from tqdm import tqdm
+
+        if self._bar is None:
+            self._bar = tqdm(total=self.total_bytes, unit="B", unit_scale=True, file=self.stream,
+                             desc=f"[{self.label}] reading", dynamic_ncols=True, leave=False)
+        if totals["assigned"]:
+            self._bar.set_description(f"[{self.label}] writing")
+            self._bar.total = max(totals["samples"], 1)
+            self._bar.unit, self._bar.unit_scale = " samples", False
+            self._bar.n = totals["assigned"]
+            self._bar.set_postfix_str(f"{totals['shards']} shards", refresh=False)
+        else:
+            self._bar.n = min(totals["bytes"], self.total_bytes)
+            self._bar.set_postfix_str(f"{totals['samples']:,} samples", refresh=False)
+        self._bar.refresh()
