@@ -13,7 +13,7 @@ import apache_beam as beam
 from mintdim_beam.build.transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits,
                                                   DecideOverflows, UnitOffsets, abort_errors,
                                                   declared_units, number_candidates,
-                                                  overflow_candidates)
+                                                  outcomes_by_batch, overflow_candidates)
 from mintdim_beam.build.transforms.duplicates import DuplicateIndex
 from mintdim_beam.build.transforms.finalize import Finalize, FirstError
 from mintdim_beam.build.transforms.gather import ApplyToAll
@@ -74,8 +74,9 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
         lambda error, _: int(isinstance(error, SKIPPABLE)), 2)
     overflow_plans = (tokenized, numbering, long_lines) | "DecideOverflows" >> DecideOverflows(
         plans, datasets, choosers)
-    offsets = (tokenized, overflow_plans) | "UnitOffsets" >> UnitOffsets(plans)
-    assigned = tokenized | "AssignUnit" >> AssignUnits(plans, overflow_plans, offsets, numbering)
+    outcomes = overflow_plans | "OutcomesByBatch" >> beam.Map(outcomes_by_batch)
+    offsets = (tokenized, outcomes) | "UnitOffsets" >> UnitOffsets(plans)
+    assigned = tokenized | "AssignUnit" >> AssignUnits(plans, outcomes, offsets, numbering)
 
     shards = assigned["pieces"] | "ShardWrite" >> WriteShards(plans)
     index_parts = assigned[INDEX_PARTS] | "IndexParts" >> WriteIndexParts(plans)

@@ -12,6 +12,7 @@ import numpy as np
 
 from mintdim_beam.build.packed import Packed
 from mintdim_beam.build.progress import tally
+from mintdim_beam.build.transforms.duplicates import HashRef, hashes_path, write_hash_rows
 from mintdim_beam.build.transforms.gather import ApplyToAll
 from mintdim_beam.build.transforms.spill import SpilledBatch, load
 from mintdim_beam.build.transforms.stage import (BlockRange, block_path, block_sections,
@@ -160,15 +161,27 @@ def abort_errors(packed_plans: Packed, plans: dict, max_line_bytes: int | None =
                                *_abort_error(overflow_plan, plans[ds], max_line_bytes))
 
 
-def _unit_offsets(counts, packed_plans: Packed):
+def outcomes_by_batch(packed_plans: Packed) -> Packed:
+    """{(dataset, chunk): {(j, line): (action, unit)}}: all the assignment needs of the
+    overflow plans. Each consumer of a side input unpacks its own copy, so the copies
+    held while batches are assigned are this compact form, not the whole plans (their
+    overflow rows are Finalize's alone)."""
+    out: dict = {}
+    for plan in packed_plans.unpack().values():
+        for order, outcome in plan.outcomes.items():
+            out.setdefault(order[:4], {})[order[4:]] = (outcome.action, outcome.unit)
+    return Packed(out)
+
+
+def _unit_offsets(counts, packed_outcomes: Packed):
     """(dataset, chunk) -> {unit: number of earlier samples in that unit}."""
     per_chunk: dict = {}
     for chunk_key, counter in counts:
         per_chunk.setdefault(chunk_key, Counter()).update(counter)
-    for ds, plan in packed_plans.unpack().items():
-        for order, outcome in plan.outcomes.items():
-            if outcome.unit is not None:
-                per_chunk.setdefault(order[:4], Counter())[outcome.unit] += 1
+    for chunk_key, outcomes in packed_outcomes.unpack().items():
+        for _, unit in outcomes.values():
+            if unit is not None:
+                per_chunk.setdefault(chunk_key, Counter())[unit] += 1
     offsets, running = {}, {}
     for chunk_key in sorted(per_chunk):
         ds = chunk_key[0]
@@ -182,7 +195,7 @@ class AssignFn(beam.DoFn):
     def __init__(self, plans: dict):
         self._plans = plans
 
-    def process(self, element, packed_plans, offsets, numbering):
+    def process(self, element, packed_outcomes, offsets, numbering):
         chunk_key, batch = element
         batch = load(batch)  # a spilled batch comes back from the scratch dir here
         ds, file_pos, range_no, _ = chunk_key
@@ -201,15 +214,15 @@ class AssignFn(beam.DoFn):
         inline_totals = np.where(inline, totals, 0)
         starts = np.cumsum(inline_totals) - inline_totals  # where each one's tokens start
         keep = totals.copy()
-        outcomes = packed_plans.unpack()[ds].outcomes
+        outcomes = packed_outcomes.unpack().get(chunk_key, {})
         truncated = []
         for j in np.nonzero(units == 0)[0].tolist():
-            outcome = outcomes.get(chunk_key + (j, int(batch["lines"][j])))
-            if outcome is None or outcome.unit is None:
+            action, unit = outcomes.get((j, int(batch["lines"][j])), (None, None))
+            if unit is None:
                 continue  # skipped (or after an abort): no record, no rows, not counted
-            units[j] = outcome.unit
-            if outcome.action == "truncate":
-                keep[j] = outcome.unit
+            units[j] = unit
+            if action == "truncate":
+                keep[j] = unit
                 truncated.append(j)
         full = lengths
         if truncated:
@@ -259,20 +272,28 @@ class AssignFn(beam.DoFn):
                 unk_samples += 1
                 unk_tokens += len(kept)
         # Hash entries travel in buckets sized like a shard, not one element per sample:
-        # ((dataset, bucket), (digests, sample ids, file, lines)).
+        # ((dataset, bucket), (raw digests, sample ids, file, lines)); for a staged (local)
+        # dataset the batch's entries go to one scratch file, sorted by bucket, and only
+        # (file, rows) references wait for the group-by.
         if idx:
             buckets = -(-numbering.totals[ds] // dataset.samples_per_shard)
             bucket_of = hash_buckets([digests[j] for j in idx], buckets)
             order = np.argsort(bucket_of, kind="stable")
             sorted_buckets, by_bucket = bucket_of[order], written[order]
-            firsts = np.flatnonzero(np.diff(sorted_buckets, prepend=-1))
-            for first, part in zip(firsts.tolist(), np.split(by_bucket, firsts[1:])):
-                # the 32 raw bytes of each hash, joined: a quarter of a list of hex strings
-                # while the runner holds every bucket for the group-by
-                yield beam.pvalue.TaggedOutput(HASHES, (
-                    (ds, int(sorted_buckets[first])),
-                    (bytes.fromhex("".join([digests[j] for j in part.tolist()])),
-                     sample_id_arr[part], file_pos, line_arr[part])))
+            firsts = np.flatnonzero(np.diff(sorted_buckets, prepend=-1)).tolist()
+            raw = bytes.fromhex("".join([digests[j] for j in by_bucket.tolist()]))
+            sids, rows_at = sample_id_arr[by_bucket], line_arr[by_bucket]
+            if staged:
+                path = hashes_path(dataset, chunk_key)
+                write_hash_rows(path, raw, sids, rows_at, dataset.output_path)
+            for first, end in zip(firsts, firsts[1:] + [len(by_bucket)]):
+                key = (ds, int(sorted_buckets[first]))
+                if staged:
+                    yield beam.pvalue.TaggedOutput(HASHES, (key, HashRef(path, first, end,
+                                                                         file_pos)))
+                else:
+                    yield beam.pvalue.TaggedOutput(HASHES, (key, (
+                        raw[first * 32:end * 32], sids[first:end], file_pos, rows_at[first:end])))
 
         # Record pieces keyed by (unit, shard); a batch's samples of one shard are
         # contiguous. A run of staged samples is a range of the block; the others'
@@ -349,26 +370,26 @@ class UnitOffsets(beam.PTransform):
         super().__init__()
         self._plans = plans
 
-    def expand(self, tokenized_and_overflows):
-        tokenized, overflow_plans = tokenized_and_overflows
+    def expand(self, tokenized_and_outcomes):
+        tokenized, outcomes = tokenized_and_outcomes  # outcomes: `outcomes_by_batch`
         plans = self._plans
         return (tokenized
                 | "CountDeclaredUnits" >> beam.Map(lambda e: declared_units(plans, e))
-                | "PrefixSums" >> ApplyToAll(_unit_offsets, beam.pvalue.AsSingleton(overflow_plans)))
+                | "PrefixSums" >> ApplyToAll(_unit_offsets, beam.pvalue.AsSingleton(outcomes)))
 
 
 class AssignUnits(beam.PTransform):
     """Tokenized batches -> keyed shard pieces, index row parts, hashes and stats."""
 
-    def __init__(self, plans, overflow_plans, offsets, numbering):
+    def __init__(self, plans, outcomes, offsets, numbering):
         super().__init__()
         self._plans = plans
-        self._sides = (overflow_plans, offsets, numbering)
+        self._sides = (outcomes, offsets, numbering)  # outcomes: `outcomes_by_batch`
 
     def expand(self, tokenized):
-        overflow_plans, offsets, numbering = self._sides
+        outcomes, offsets, numbering = self._sides
         out = tokenized | "Assign" >> beam.ParDo(
-            AssignFn(self._plans), beam.pvalue.AsSingleton(overflow_plans),
+            AssignFn(self._plans), beam.pvalue.AsSingleton(outcomes),
             beam.pvalue.AsSingleton(offsets), beam.pvalue.AsSingleton(numbering),
         ).with_outputs(HASHES, INDEX_PARTS, STATS, main="pieces")
         return {"pieces": out.pieces, HASHES: out[HASHES], INDEX_PARTS: out[INDEX_PARTS],

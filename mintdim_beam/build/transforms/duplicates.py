@@ -6,16 +6,52 @@ falls in [p*W, (p+1)*W), so joining parts in order gives groups by first sample_
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import apache_beam as beam
 import numpy as np
 
+from mintdim_beam.build.transforms.write import scratch_path
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 
 
+# A staged batch's hash entries on disk: the raw digest, sample id and line per row.
+HASH_ROW = np.dtype([("digest", "V32"), ("sample_id", "<i8"), ("line", "<i8")])
+
+
+class HashRef(NamedTuple):
+    """Rows [lo, hi) of a batch's hash file, all from input file `file_pos`."""
+    path: str
+    lo: int
+    hi: int
+    file_pos: int
+
+
+def hashes_path(dataset, chunk_key) -> str:
+    return scratch_path(dataset, "hashes", chunk_key, "bin")
+
+
+def write_hash_rows(path: str, raw: bytes, sample_ids, lines, output_dir: str) -> None:
+    rows = np.empty(len(sample_ids), dtype=HASH_ROW)
+    rows["digest"] = np.frombuffer(raw, dtype="V32")
+    rows["sample_id"], rows["line"] = sample_ids, lines
+    storage.write_atomic(path, rows.tobytes(), output_dir)
+
+
+def _entries(part):
+    """(raw digests, sample ids, file, lines) of a group-by value, read from its batch's
+    hash file when it is a `HashRef`."""
+    if not isinstance(part, HashRef):
+        return part
+    rows = np.fromfile(part.path, dtype=HASH_ROW, count=part.hi - part.lo,
+                       offset=part.lo * HASH_ROW.itemsize)
+    return rows["digest"].tobytes(), rows["sample_id"], part.file_pos, rows["line"]
+
+
 def _group_rows(element, plans):
     (ds, _), parts = element
-    parts = list(parts)  # GroupByKey hands out an iterable in no set order
+    parts = [_entries(part) for part in parts]  # GroupByKey's iterable: in no set order
     if not parts:
         return
     raw = np.frombuffer(b"".join(part[0] for part in parts), dtype="V32")
