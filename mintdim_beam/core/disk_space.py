@@ -17,7 +17,7 @@ from mintdim_beam.core.errors import ScratchSpaceError
 
 # Peak disk use (output + scratch) per byte of JSONL input, measured on the benchmark
 # corpus (README "Disk"), with a margin.
-UNIT_BUILD_PER_INPUT_BYTE = 3.0
+UNIT_BUILD_PER_INPUT_BYTE = 3.5
 PACK_BUILD_PER_INPUT_BYTE = 2.0
 COMPRESSED_RATIO = 5  # a gzip or zstd JSONL is counted as this many times its size
 
