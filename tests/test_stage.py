@@ -24,11 +24,18 @@ RECORDS_AFTER_THE_GLOBAL_STEP = {"overflow_truncate_multisegment", "overflow_ext
 
 @pytest.fixture
 def pieces_written(monkeypatch):
-    """What ShardWrite joined: "block" (a range of a staged block) or "bytes" per piece."""
+    """What ShardWrite joined, per piece: "block" (a range of a batch's staged block),
+    "overflow block" (a range of the block of records built after the global step) or
+    "bytes"."""
     seen, real = [], storage.write_pieces_atomic
 
+    def kind(piece):
+        if isinstance(piece, bytes):
+            return "bytes"
+        return "overflow block" if piece[0].endswith(".overflow.bin") else "block"
+
     def spy(path, pieces, output_dir):
-        seen.extend("bytes" if isinstance(piece, bytes) else "block" for piece in pieces)
+        seen.extend(kind(piece) for piece in pieces)
         return real(path, pieces, output_dir)
 
     monkeypatch.setattr(storage, "write_pieces_atomic", spy)
@@ -58,9 +65,10 @@ def test_staged_records_give_the_reference_bytes(name, golden_copy, pieces_writt
     assert content_tree(out) == _expected(name)
     assert not (out / "_mintdim_tmp").exists()  # the blocks went with the scratch dir
     kinds = set(pieces_written)
-    assert "block" in kinds
-    # truncated and extended samples' records came as bytes (skipped ones have none)
-    assert ("bytes" in kinds) == (name in RECORDS_AFTER_THE_GLOBAL_STEP)
+    assert "block" in kinds and "bytes" not in kinds
+    # truncated and extended samples' records, built after the global step, were staged
+    # too, in each batch's overflow block (skipped ones have none)
+    assert ("overflow block" in kinds) == (name in RECORDS_AFTER_THE_GLOBAL_STEP)
 
 
 @pytest.mark.parametrize("name", CASES)
