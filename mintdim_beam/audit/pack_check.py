@@ -110,23 +110,6 @@ class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
             r.seconds = time.perf_counter() - start
         return self.result
 
-    # ---------------------------------------------------------------- JSON files
-    def _json(self, rel: str):
-        if rel not in self.files:
-            return None
-        text = self._read_text(rel)
-        if text is None:
-            return None
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            self.p.add(rel, None, f"not valid JSON: {exc}")
-            return None
-        if not isinstance(obj, dict):
-            self.p.add(rel, None, f"not a JSON object but {type(obj).__name__}")
-            return None
-        return obj
-
     def _failed_reason(self) -> str:
         text = self._read_text(PACK_FAILED) or ""
         for line in text.splitlines():
@@ -146,7 +129,7 @@ class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
                 what += f" ({MARKER} is still there: it was interrupted or is still running)"
             self.p.add(rel, None, what)
             return False
-        m = self._json(rel)
+        m = self._doc(rel)
         if m is None:
             return False
         self.manifest = m
@@ -234,7 +217,7 @@ class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
             return False
         self.vocab, self.eod_id, self.bos_id, self.seed = vocab, eod_id, bos, seed
         self.dtype_name, self.dtype = dtype, np.dtype(dtype).newbyteorder("<")
-        self.itemsize = self.dtype.itemsize
+        self.itemsize = self.bpt = self.dtype.itemsize  # bpt: what ShardChecks._chunks reads
         self.sources = files
         self.file_pos = {f: i for i, f in enumerate(files)}
         self.shard_entries = shards

@@ -214,7 +214,7 @@ class PackProvenanceChecks:
     # ---------------------------------------------------------------- sequences JSON
     def _sequences_json(self, shards: list[_Shard]) -> None:
         rel = SEQUENCES
-        doc = self._json(rel)
+        doc = self._doc(rel)
         if doc is None:
             return
         want = {s.name: (s.sequences if s.sequences is not None

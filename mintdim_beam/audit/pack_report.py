@@ -28,14 +28,14 @@ import gzip
 import io
 import json
 import posixpath
-import uuid
 from collections import Counter
 
 import numpy as np
 
 from mintdim_beam.audit.plain_files import csv_bytes
 from mintdim_beam.audit.report import (REPORT_DIR, REPORT_MD, ReportInputError, _bar_chart,
-                                       _md_cell, _new_figure, _no_data, _png, _share)
+                                       _md_cell, _new_figure, _no_data, _png, _share,
+                                       write_report_files)
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import megatron, storage
 from mintdim_beam.core.errors import MintDimFileNotFoundError
@@ -361,14 +361,4 @@ def write_pack_report(out: str, dest: str | None = None) -> dict:
     figures = compute_pack_figures(out)
     files = {**_csvs(figures), **_pngs(figures)}
     files[REPORT_MD] = _markdown(figures).encode("utf-8")  # last: written after its figures
-    scratch = storage.join(dest, f"_report_tmp_{uuid.uuid4().hex}")
-    try:
-        for name, data in files.items():
-            storage.write_atomic(storage.join(dest, name), data, dest, scratch=scratch)
-    finally:
-        storage.remove_tree(scratch)
-    result = {k: v for k, v in figures.items() if k != "manifest"}
-    result["dest"] = dest
-    result["report"] = storage.join(dest, REPORT_MD)
-    result["files"] = list(files)
-    return result
+    return write_report_files(dest, files, figures)

@@ -20,7 +20,6 @@ import numpy as np
 
 from mintdim_beam.core import megatron
 
-CHUNK_TOKENS = 1 << 22  # tokens per numpy chunk of a .bin (8 MiB of uint16)
 
 
 def _plural(n: int, word: str) -> str:
@@ -173,33 +172,12 @@ class PackShardChecks:
                        f"sequences 0..{i} sum to {int(shard.ends[i])}",
                        key=(rel, "end"), count=int(wrong.size))
 
-    def _chunks(self, rel: str, count: int):
-        """(first token, array) over tokens [0, count) of a .bin."""
-        if count <= 0:
-            return
-        path = self._path(rel)
-        if self.local:
-            mm = np.memmap(path, dtype=self.dtype, mode="r", shape=(count,))
-            try:
-                for a in range(0, count, CHUNK_TOKENS):
-                    yield a, np.asarray(mm[a:a + CHUNK_TOKENS])
-            finally:
-                del mm
-            return
-        with self.fs.open(path, "rb") as handle:
-            for a in range(0, count, CHUNK_TOKENS):
-                want = min(CHUNK_TOKENS, count - a) * self.itemsize
-                data = handle.read(want)
-                while len(data) < want:
-                    more = handle.read(want - len(data))
-                    if not more:
-                        break
-                    data += more
-                got = len(data) // self.itemsize
-                if got:
-                    yield a, np.frombuffer(data[:got * self.itemsize], dtype=self.dtype)
-                if got * self.itemsize < want:
-                    return
+    def _token_chunks(self, rel: str, count: int):
+        """(first token, array) over tokens [0, count) of a .bin: the unit shard
+        checker's chunked reader (memory-mapped locally, streamed remotely), one token
+        per record."""
+        for a, records in self._chunks(rel, count, 1):
+            yield a, records.reshape(-1)
 
     def _scan(self, rel: str, count: int, shard: _Shard | None) -> None:
         """Token ids below vocab_size; with the .idx: the EOD exactly at every sequence's
@@ -208,7 +186,7 @@ class PackShardChecks:
         if shard is not None:
             last = shard.ends - 1
             first = shard.ends - shard.lengths
-        for a, chunk in self._chunks(rel, count):
+        for a, chunk in self._token_chunks(rel, count):
             b = a + len(chunk)
             bad = np.flatnonzero((chunk >= vocab) | (chunk < 0)) if self.dtype_name == "int32" \
                 else np.flatnonzero(chunk >= vocab)

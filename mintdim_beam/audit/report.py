@@ -549,6 +549,13 @@ def write_report(out: str, dest: str | None = None) -> dict:
     figures = compute_figures(out)
     files = {**_csvs(figures), **_pngs(figures)}
     files[REPORT_MD] = _markdown(figures).encode("utf-8")  # last: written after its figures
+    return write_report_files(dest, files, figures)
+
+
+def write_report_files(dest: str, files: dict, figures: dict) -> dict:
+    """Write `files` ({name: bytes}, in order) into `dest` under temporary names, then
+    the result a report call returns: the figures (not the manifest) and what was
+    written where."""
     scratch = storage.join(dest, f"_report_tmp_{uuid.uuid4().hex}")
     try:
         for name, data in files.items():

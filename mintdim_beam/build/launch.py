@@ -150,6 +150,21 @@ def _interrupt_in(exc: BaseException) -> str | None:
     return None
 
 
+def failed_build(exc: BaseException, write_notices, say):
+    """A build that started failed: its notices written (`write_notices(reason)`),
+    signals held meanwhile, one line said; returns our error to raise (marked as a
+    failure of the build, not of the config) or None for anything else."""
+    with _signals_held():
+        error = _build_error(exc)
+        reason = f"{type(error or exc).__name__}: {error or exc}"
+        write_notices(reason)
+        say(f"failed: {reason.splitlines()[0]}")
+        logging.disable(logging.NOTSET)
+    if error is not None:
+        error.phase = "build"
+    return error
+
+
 def _write_failure_notices(plans, reason: str, claim: Claim) -> None:
     """Scratch first (a full disk needs the room), then no manifest, then a notice in
     every unit dir, then the marker says the build failed."""
@@ -322,14 +337,9 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
                             for plan in plans.values()], pipeline_result
                 pipeline_result.wait_until_finish()
     except BaseException as exc:
-        with _signals_held():
-            error = _build_error(exc)
-            reason = f"{type(error or exc).__name__}: {error or exc}"
-            _write_failure_notices(plans, reason, claim)
-            log(f"failed: {reason.splitlines()[0]}")
-            logging.disable(logging.NOTSET)
+        error = failed_build(exc, lambda reason: _write_failure_notices(plans, reason, claim),
+                             log)
         if error is not None:
-            error.phase = "build"  # failed while building, not in the config
             raise error from None
         raise
     outputs = [_output_summary(plans[ds]) for ds in sorted(plans)]

@@ -4,12 +4,10 @@ output), claim the output directory, run the pipeline and wait; a failure leaves
 from __future__ import annotations
 
 import json
-import logging
 import sys
 
 from mintdim_beam.build.frozen_heap import frozen_heap
-from mintdim_beam.build.launch import (_build_error, _received, _RunShape, _signals_held,
-                                       shown_progress)
+from mintdim_beam.build.launch import _received, _RunShape, failed_build, shown_progress
 from mintdim_beam.build.sampler_period import short_sampler_period
 from mintdim_beam.core import storage
 from mintdim_beam.core.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
@@ -79,14 +77,8 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
                 return {"output_dir": config.output_given, "state": "submitted"}
             result.wait_until_finish()
     except BaseException as exc:
-        with _signals_held():
-            error = _build_error(exc)
-            reason = f"{type(error or exc).__name__}: {error or exc}"
-            _failure_notices(config, reason, claim)
-            log(f"failed: {reason.splitlines()[0]}")
-            logging.disable(logging.NOTSET)
+        error = failed_build(exc, lambda reason: _failure_notices(config, reason, claim), log)
         if error is not None:
-            error.phase = "build"
             raise error from None
         raise
     manifest = json.loads(storage.read_bytes(storage.join(config.output_path, MANIFEST)))
