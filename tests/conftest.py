@@ -191,3 +191,23 @@ def golden_copy(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("golden")
     shutil.copytree(GOLDEN, root / "golden", ignore=shutil.ignore_patterns("expected"))
     return root / "golden"
+
+
+def build_qa_units(work: Path, tokenizers_dir: Path, *, samples: int, seed: int,
+                   long_every: int, per_shard: int) -> Path:
+    """A small templated unit-build for reader tests: `samples` QA rows, every
+    `long_every`-th answer too long for the largest unit (16/32/64), overflow `skip` (so
+    sample ids have gaps and differ from record ordinals), `per_shard` records a shard;
+    returns the output directory."""
+    rng = random.Random(seed)
+    rows = [{"q": sentence(rng, 1, 6),
+             "a": sentence(rng, 1, 14) if i % long_every else sentence(rng, 20, 90)}
+            for i in range(samples)]
+    write_jsonl(work / "data.jsonl", rows)
+    (work / "tok").mkdir()
+    shutil.copy(tokenizers_dir / "sp.model", work / "tok/sp.model")
+    run_build(work, files=["data.jsonl"], fields=[["q", "a"]], templates=["Q: {q}\nA: {a}"],
+              tokenizer="sentencepiece", tokenizer_files=["tok/sp.model"], sizes=[[16, 32, 64]],
+              build_batch=[16], output="out", samples_per_shard=[per_shard], on_overflow="skip",
+              on_template_unk="continue")
+    return work / "out"

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import IN_MEMORY, byte_level_bpe, run_build, sentence, write_jsonl
+from conftest import IN_MEMORY, build_qa_units, byte_level_bpe, sentence, write_jsonl
 from mintdim_beam import UnitReader, pipeline
 from mintdim_beam.core import errors
 
@@ -22,18 +22,8 @@ TOKENS = 512  # rows per global batch: 32 (unit 16), 16 (unit 32), 8 (unit 64)
 def templated(tmp_path_factory, tokenizers_dir) -> Path:
     """~300 records over three units, 7 per shard; overflow `skip` leaves gaps in the
     sample ids, so ids and ordinals differ."""
-    work = tmp_path_factory.mktemp("templated")
-    rng = random.Random(5)
-    rows = [{"q": sentence(rng, 1, 6), "a": sentence(rng, 1, 14) if i % 9 else sentence(rng, 20, 90)}
-            for i in range(320)]
-    write_jsonl(work / "data.jsonl", rows)
-    (work / "tok").mkdir()
-    shutil.copy(tokenizers_dir / "sp.model", work / "tok/sp.model")
-    run_build(work, files=["data.jsonl"], fields=[["q", "a"]], templates=["Q: {q}\nA: {a}"],
-              tokenizer="sentencepiece", tokenizer_files=["tok/sp.model"], sizes=[[16, 32, 64]],
-              build_batch=[16], output="out", samples_per_shard=[7], on_overflow="skip",
-              on_template_unk="continue")
-    return work / "out"
+    return build_qa_units(tmp_path_factory.mktemp("templated"), tokenizers_dir, samples=320,
+                          seed=5, long_every=9, per_shard=7)
 
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

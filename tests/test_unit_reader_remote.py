@@ -5,14 +5,13 @@ through `cat_ranges`. The remote reader must yield exactly the local reader's ba
 remotely, name a corrupt record by shard and row, refuse a truncated or missing shard
 when made, and refuse a URL without manifest.json."""
 import json
-import random
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import run_build, sentence, write_jsonl
+from conftest import build_qa_units
 from mintdim_beam import UnitReader
 from mintdim_beam.core import errors, storage
 from mintdim_beam.core.format import record_bytes
@@ -32,18 +31,8 @@ BATCH_ARRAYS = ("sample_ids", "valid", "input_ids", "labels")
 def built(tmp_path_factory, tokenizers_dir) -> Path:
     """~110 records over three units, 5 per shard (several shards per unit); overflow
     `skip` leaves gaps in the sample ids, so ids and record ordinals differ."""
-    work = tmp_path_factory.mktemp("reader-remote")
-    rng = random.Random(21)
-    rows = [{"q": sentence(rng, 1, 6), "a": sentence(rng, 1, 14) if i % 7 else sentence(rng, 20, 90)}
-            for i in range(120)]
-    write_jsonl(work / "data.jsonl", rows)
-    (work / "tok").mkdir()
-    shutil.copy(tokenizers_dir / "sp.model", work / "tok/sp.model")
-    run_build(work, files=["data.jsonl"], fields=[["q", "a"]], templates=["Q: {q}\nA: {a}"],
-              tokenizer="sentencepiece", tokenizer_files=["tok/sp.model"], sizes=[[16, 32, 64]],
-              build_batch=[16], output="out", samples_per_shard=[PER_SHARD], on_overflow="skip",
-              on_template_unk="continue")
-    return work / "out"
+    return build_qa_units(tmp_path_factory.mktemp("reader-remote"), tokenizers_dir,
+                          samples=120, seed=21, long_every=7, per_shard=PER_SHARD)
 
 
 def _local_files(local: Path) -> dict:
