@@ -31,28 +31,15 @@ def _tokenizer(path):
 
 
 def bound(corpus, tokenizer, config):
+    from measure import encode_jsonl  # this script's directory
+
     from mintdim_beam.core.chat import ChatTemplate, normalize_row
 
     template = ChatTemplate.builtin(TEMPLATE)
     tk = _tokenizer(tokenizer)
 
-    def encode(texts):
-        return sum(len(e.ids) for e in tk.encode_batch(texts, add_special_tokens=False))
-
-    tokens = dialogues = 0
-    batch = []
-    with open(corpus, encoding="utf-8") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            batch.append(template.render(normalize_row(json.loads(line))))
-            if len(batch) >= BATCH:
-                tokens += encode(batch)
-                dialogues += len(batch)
-                batch = []
-    if batch:
-        tokens += encode(batch)
-        dialogues += len(batch)
+    dialogues, tokens = encode_jsonl(corpus, lambda row: template.render(normalize_row(row)),
+                                     tk.encode_batch, BATCH)
     return {"tokens": tokens, "dialogues": dialogues}
 
 

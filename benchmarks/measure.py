@@ -2,6 +2,7 @@
 tree (a multi-process Beam run is several processes)."""
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -64,3 +65,23 @@ def run_measured(cmd: list[str], cwd=None, env=None, interval: float = 0.05,
         raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}):\n{err[-3000:]}")
     return {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": peak / 1024, "stdout": out,
             "stderr": err}
+
+
+def encode_jsonl(corpus, render, encode_batch, batch_size: int) -> tuple[int, int]:
+    """The bound's loop: every non-blank line parsed and rendered to one text, the texts
+    encoded `batch_size` at a time; returns (texts, tokens)."""
+    texts = tokens = 0
+    batch = []
+    with open(corpus, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            batch.append(render(json.loads(line)))
+            if len(batch) >= batch_size:
+                tokens += sum(len(e.ids) for e in encode_batch(batch, add_special_tokens=False))
+                texts += len(batch)
+                batch = []
+    if batch:
+        tokens += sum(len(e.ids) for e in encode_batch(batch, add_special_tokens=False))
+        texts += len(batch)
+    return texts, tokens

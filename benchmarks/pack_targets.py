@@ -36,6 +36,7 @@ def render(row: dict) -> str:
 
 
 def bound(corpus, tokenizer):
+    from measure import encode_jsonl  # this script's directory
     from tokenizers import Tokenizer
 
     tk = Tokenizer.from_file(tokenizer)
@@ -43,23 +44,7 @@ def bound(corpus, tokenizer):
     tk.no_truncation()
     tk.encode_special_tokens = True
 
-    def encode(texts):
-        return sum(len(e.ids) for e in tk.encode_batch(texts, add_special_tokens=False))
-
-    tokens = documents = 0
-    batch = []
-    with open(corpus, encoding="utf-8") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            batch.append(render(json.loads(line)))
-            if len(batch) >= BATCH:
-                tokens += encode(batch)
-                documents += len(batch)
-                batch = []
-    if batch:
-        tokens += encode(batch)
-        documents += len(batch)
+    documents, tokens = encode_jsonl(corpus, render, tk.encode_batch, BATCH)
     # One EOD after each document, as both outputs hold.
     return {"documents": documents, "text_tokens": tokens, "tokens": tokens + documents}
 
