@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, run_build, write_jsonl
 from mintdim_beam.build.packed import Packed
 from mintdim_beam.build.prompts import InteractiveChooser, ask_overflow
-from mintdim_beam.build.transforms.assign import abort_errors
+from mintdim_beam.build.transforms.decide import abort_errors
 from mintdim_beam.build.units import Candidate, decide_overflows, fixed_chooser
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core.config import Dataset, InputFile

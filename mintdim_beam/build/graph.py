@@ -11,9 +11,10 @@ import pickle
 import apache_beam as beam
 
 from mintdim_beam.build.transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits,
-                                                  DecideOverflows, UnitOffsets, abort_errors,
-                                                  declared_units, number_candidates,
-                                                  outcomes_by_batch, overflow_candidates)
+                                                  UnitOffsets, declared_units, number_candidates,
+                                                  overflow_candidates)
+from mintdim_beam.build.transforms.decide import (DecideOverflows, abort_errors,
+                                                  outcomes_by_batch)
 from mintdim_beam.build.transforms.duplicates import DuplicateIndex
 from mintdim_beam.build.transforms.finalize import Finalize, FirstError
 from mintdim_beam.build.transforms.gather import ApplyToAll
@@ -73,7 +74,7 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     bad_lines, long_lines = bad_lines | "LongLines" >> beam.Partition(
         lambda error, _: int(isinstance(error, SKIPPABLE)), 2)
     overflow_plans = (tokenized, numbering, long_lines) | "DecideOverflows" >> DecideOverflows(
-        plans, datasets, choosers)
+        plans, choosers, overflow_candidates)
     outcomes = overflow_plans | "OutcomesByBatch" >> beam.Map(outcomes_by_batch)
     offsets = (tokenized, outcomes) | "UnitOffsets" >> UnitOffsets(plans)
     assigned = tokenized | "AssignUnit" >> AssignUnits(plans, outcomes, offsets, numbering)

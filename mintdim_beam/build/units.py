@@ -95,58 +95,80 @@ def scripted_chooser(script: dict) -> Chooser:
     return choose
 
 
-def decide_overflows(declared, candidates, choose: Chooser,
-                     capacity: int | None = None) -> OverflowPlan:
-    """Decide every candidate in sample_id order. `capacity`: the largest value the token
-    dtype stores; an extend past it stops the build (its lengths would wrap)."""
-    sizes = sorted(declared)
-    outcomes, rows = {}, []
-    # Split dialogues give several records with one sample_id: `order` keeps them apart.
-    for cand in sorted(candidates, key=lambda c: (c.sample_id, c.order)):
+class OverflowDecider:
+    """Decides candidates one at a time, in sample_id order, keeping only the sizes
+    (`extend` adds some) and where it stopped: a build of millions of samples streams
+    its candidates through it instead of holding them all. `capacity`: the largest
+    value the token dtype stores; an extend past it stops the build (its lengths would
+    wrap)."""
+
+    def __init__(self, declared, choose: Chooser, capacity: int | None = None):
+        self.sizes = sorted(declared)
+        self.abort: Candidate | None = None
+        self.abort_reason = "overflow"
+        self._choose, self._capacity = choose, capacity
+
+    def _stop(self, cand: Candidate, reason: str) -> None:
+        self.abort, self.abort_reason = cand, reason
+
+    def __call__(self, cand: Candidate) -> tuple[Outcome, dict | None] | None:
+        """(outcome, overflow row or None); None when the build stops at `cand`."""
+        sizes = self.sizes
         if cand.trained_turns is not None:  # on_extra_turns="skip": never an error
-            outcomes[cand.order] = Outcome("skip", None, sizes[-1])
-            rows.append(extra_turns_row(cand, sizes[-1]))
-            continue
+            return Outcome("skip", None, sizes[-1]), extra_turns_row(cand, sizes[-1])
         if cand.line_bytes is not None:
-            if not skips_long_lines(choose):
-                return OverflowPlan(outcomes, sizes, rows, cand, "long_line")
-            outcomes[cand.order] = Outcome("skip", None, sizes[-1])
-            rows.append(long_line_row(cand, sizes[-1]))
-            continue
+            if not skips_long_lines(self._choose):
+                return self._stop(cand, "long_line")
+            return Outcome("skip", None, sizes[-1]), long_line_row(cand, sizes[-1])
         fit = smallest_fit(sizes, cand.token_count)
         if fit is not None:  # fits a size added by an earlier extend
-            outcomes[cand.order] = Outcome("fit", fit, sizes[-1])
-            continue
+            return Outcome("fit", fit, sizes[-1]), None
         max_size = sizes[-1]
-        action, new_size = choose(cand, max_size)
+        action, new_size = self._choose(cand, max_size)
         if action == "abort":
-            return OverflowPlan(outcomes, sizes, rows, cand)
+            return self._stop(cand, "overflow")
         row = {"sample_id": cand.sample_id, "source_file": cand.source_file,
                "source_line": cand.source_line, "token_count": cand.token_count,
                "max_unit_size": max_size, "action": action}
         if action == "truncate" and cand.trained_kept == 0:
             # A record with nothing left to train on is no training data: skipped.
-            outcomes[cand.order] = Outcome("skip", None, max_size)
+            outcome = Outcome("skip", None, max_size)
             row.update(action="skip", reason="no trained tokens left after truncation")
         elif action == "truncate":
-            outcomes[cand.order] = Outcome("truncate", max_size, max_size)
+            outcome = Outcome("truncate", max_size, max_size)
         elif action == "skip":
-            outcomes[cand.order] = Outcome("skip", None, max_size)
+            outcome = Outcome("skip", None, max_size)
         elif action == "extend":
             if new_size is None or new_size < cand.token_count:
                 raise ValueError("extend needs a new size >= token_count")
-            if capacity is not None and new_size > capacity:
-                return OverflowPlan(outcomes, sizes, rows, cand, "capacity")
+            if self._capacity is not None and new_size > self._capacity:
+                return self._stop(cand, "capacity")
             if new_size not in sizes:
                 insort(sizes, new_size)
-            outcomes[cand.order] = Outcome("extend", new_size, max_size)
+            outcome = Outcome("extend", new_size, max_size)
             row["new_unit_size"] = new_size
         else:
             raise ValueError(f"unknown overflow action {action!r}")
         if cand.part is not None:
             row["part"] = cand.part
-        rows.append(row)
-    return OverflowPlan(outcomes, sizes, rows, None)
+        return outcome, row
+
+
+def decide_overflows(declared, candidates, choose: Chooser,
+                     capacity: int | None = None) -> OverflowPlan:
+    """Decide every candidate in sample_id order (`OverflowDecider`), all in memory: for
+    the interactive prompt's plan and for tests; the build streams them."""
+    decide = OverflowDecider(declared, choose, capacity)
+    outcomes, rows = {}, []
+    # Split dialogues give several records with one sample_id: `order` keeps them apart.
+    for cand in sorted(candidates, key=lambda c: (c.sample_id, c.order)):
+        decided = decide(cand)
+        if decided is None:
+            break
+        outcomes[cand.order] = decided[0]
+        if decided[1] is not None:
+            rows.append(decided[1])
+    return OverflowPlan(outcomes, decide.sizes, rows, decide.abort, decide.abort_reason)
 
 
 def extra_turns_row(cand: Candidate, max_size: int) -> dict:

@@ -241,6 +241,8 @@ def write_stream_atomic(path: str, chunks, output_dir: str) -> int:
     with writing(output_dir):
         fs = filesystem(path)
         temp = _new_temp(fs, output_dir)
+        fs.makedirs(posixpath.dirname(path) if is_url(path) else os.path.dirname(path),
+                    exist_ok=True)
         written = 0
         with fs.open(temp, "wb") as handle:
             for chunk in chunks:

@@ -1,5 +1,5 @@
-"""AssignUnit: decide each sample's unit (overflow policy included), its rank within
-the unit and so its shard, without ever grouping a whole unit.
+"""AssignUnit: each sample's unit (the overflow decisions applied, `decide.py`), its rank
+within the unit and so its shard, without ever grouping a whole unit.
 
 Ranks come from per-(batch, unit) counts turned into prefix sums: a small side input.
 """
@@ -17,12 +17,9 @@ from mintdim_beam.build.transforms.gather import ApplyToAll
 from mintdim_beam.build.transforms.spill import SpilledBatch, load
 from mintdim_beam.build.transforms.stage import (BlockRange, block_path, block_sections,
                                                  overflow_path, unit_records)
-from mintdim_beam.build.units import (Candidate, assign_declared, decide_overflows,
-                                      kept_lengths)
+from mintdim_beam.build.units import Candidate, assign_declared, kept_lengths
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
-from mintdim_beam.core.failures import PendingError
-from mintdim_beam.core.source import long_line_reason
 
 HASHES = "hashes"
 INDEX_PARTS = "index_parts"
@@ -111,77 +108,13 @@ def number_candidates(candidates, datasets, numbering) -> dict:
     return by_ds
 
 
-def number_long_lines(long_lines, datasets, numbering) -> dict:
-    """Lines over --max_line_bytes (`LongLinePending`) and dialogues skipped for their
-    extra turns (`ExtraTurnsPending`) -> {dataset: [Candidate]}. Their order has batch
-    and j -1: they are in no tokenized batch, so AssignFn never looks them up, and the
-    decision sorts by sample_id."""
-    by_ds: dict = {}
-    for pending in long_lines:
-        line_offset, sample_offset = numbering[pending.order[:3]]
-        by_ds.setdefault(pending.dataset, []).append(Candidate(
-            order=pending.order[:3] + (-1, -1, pending.local_line),
-            sample_id=sample_offset + pending.local_sample, token_count=None,
-            source_file=datasets[pending.dataset].files[pending.file_pos].given,
-            source_line=line_offset + pending.local_line + 1,
-            line_bytes=getattr(pending, "line_bytes", None),
-            trained_turns=getattr(pending, "trained_turns", None)))
-    return by_ds
-
-
-def _decide(candidates, plans, datasets, numbering, choosers, long_lines=()) -> Packed:
-    """Per dataset: the OverflowPlan (outcomes, final sizes, rows, abort), packed."""
-    by_ds = number_candidates(candidates, datasets, numbering)
-    for ds, cands in number_long_lines(long_lines, datasets, numbering).items():
-        by_ds.setdefault(ds, []).extend(cands)
-    return Packed({ds: decide_overflows(plans[ds].dataset.sizes, by_ds.get(ds, []), choosers[ds],
-                                        capacity=plans[ds].magic)
-                   for ds in plans})
-
-
-def _abort_error(overflow_plan, plan, max_line_bytes) -> tuple[str, dict, str]:
-    """(error class, kwargs, locator) of the candidate the decision stopped at."""
-    cand = overflow_plan.abort
-    if overflow_plan.abort_reason == "long_line":
-        return "SourceParseError", {"reason": long_line_reason(cand.line_bytes, max_line_bytes)}, \
-            "file_line"
-    if overflow_plan.abort_reason == "capacity":
-        return "TokenDTypeCapacityError", {
-            "dtype": plan.token_dtype, "max_value": plan.magic, "token_count": cand.token_count,
-            "vocab_size": plan.vocab_size}, "sample"
-    return "UnitOverflowError", {"token_count": cand.token_count,
-                                 "max_unit_size": overflow_plan.sizes[-1]}, "sample"
-
-
-def abort_errors(packed_plans: Packed, plans: dict, max_line_bytes: int | None = None):
-    for ds, overflow_plan in packed_plans.unpack().items():
-        if overflow_plan.abort is not None:
-            _, file_pos, range_no, _, _, local_line = overflow_plan.abort.order
-            yield PendingError(ds, file_pos, range_no, local_line,
-                               *_abort_error(overflow_plan, plans[ds], max_line_bytes))
-
-
-def outcomes_by_batch(packed_plans: Packed) -> Packed:
-    """{(dataset, chunk): {(j, line): (action, unit)}}: all the assignment needs of the
-    overflow plans. Each consumer of a side input unpacks its own copy, so the copies
-    held while batches are assigned are this compact form, not the whole plans (their
-    overflow rows are Finalize's alone)."""
-    out: dict = {}
-    for plan in packed_plans.unpack().values():
-        for order, outcome in plan.outcomes.items():
-            out.setdefault(order[:4], {})[order[4:]] = (outcome.action, outcome.unit)
-    return Packed(out)
-
-
 def _unit_offsets(counts, packed_outcomes: Packed):
     """(dataset, chunk) -> {unit: number of earlier samples in that unit}."""
     per_chunk: dict = {}
     for chunk_key, counter in counts:
         per_chunk.setdefault(chunk_key, Counter()).update(counter)
-    for chunk_key, outcomes in packed_outcomes.unpack().items():
-        for _, unit in outcomes.values():
-            if unit is not None:
-                per_chunk.setdefault(chunk_key, Counter())[unit] += 1
+    for chunk_key, kept in packed_outcomes.unpack().items():  # (j, line, unit, truncated)
+        per_chunk.setdefault(chunk_key, Counter()).update(kept[:, 2].tolist())
     offsets, running = {}, {}
     for chunk_key in sorted(per_chunk):
         ds = chunk_key[0]
@@ -214,14 +147,16 @@ class AssignFn(beam.DoFn):
         inline_totals = np.where(inline, totals, 0)
         starts = np.cumsum(inline_totals) - inline_totals  # where each one's tokens start
         keep = totals.copy()
-        outcomes = packed_outcomes.unpack().get(chunk_key, {})
+        kept = packed_outcomes.unpack().get(chunk_key)  # rows (j, line, unit, truncated)
+        outcomes = {} if kept is None else {(j, line): (unit, cut)
+                                            for j, line, unit, cut in kept.tolist()}
         truncated = []
         for j in np.nonzero(units == 0)[0].tolist():
-            action, unit = outcomes.get((j, int(batch["lines"][j])), (None, None))
+            unit, cut = outcomes.get((j, int(batch["lines"][j])), (None, False))
             if unit is None:
                 continue  # skipped (or after an abort): no record, no rows, not counted
             units[j] = unit
-            if action == "truncate":
+            if cut:
                 keep[j] = unit
                 truncated.append(j)
         full = lengths
@@ -341,26 +276,6 @@ class AssignFn(beam.DoFn):
                 "total_samples": len(idx), "total_tokens": int(keep[written].sum()),
                 "samples_with_unk": unk_samples, "unk_tokens": unk_tokens,
                 "unit_distribution": dict(zip(counts[0].tolist(), counts[1].tolist()))}))
-
-
-class DecideOverflows(beam.PTransform):
-    """Tokenized batches -> one Packed {dataset: OverflowPlan}, decided in sample_id order."""
-
-    def __init__(self, plans, datasets, choosers):
-        super().__init__()
-        self._plans, self._datasets, self._choosers = plans, datasets, choosers
-
-    def expand(self, inputs):
-        """`inputs`: (tokenized, numbering, long lines): the lines over --max_line_bytes
-        are candidates too, skipped or stopped at in sample_id order."""
-        tokenized, numbering, long_lines = inputs
-        plans, datasets, choosers = self._plans, self._datasets, self._choosers
-        return (tokenized
-                | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
-                | "Decide" >> ApplyToAll(
-                    lambda cands, num, longs: _decide(cands, plans, datasets, num, choosers,
-                                                      longs),
-                    beam.pvalue.AsSingleton(numbering), beam.pvalue.AsList(long_lines)))
 
 
 class UnitOffsets(beam.PTransform):

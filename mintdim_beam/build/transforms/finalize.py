@@ -66,7 +66,8 @@ class FinalizeFn(beam.DoFn):
         dups = sorted((part, path, groups, samples)
                       for d, part, path, groups, samples in dup_parts if d == ds)
         storage.concat_atomic(storage.join(out, fmt.DUPLICATE_INDEX), [d[1] for d in dups], out)
-        write(fmt.OVERFLOW_INDEX, "".join(fmt.jsonl_row(r) for r in overflow_plans[ds].overflow_rows))
+        storage.concat_atomic(storage.join(out, fmt.OVERFLOW_INDEX),
+                              [overflow_plans[ds].rows_path], out)  # written by the decision
 
         summary = stats.get(ds, _EMPTY_STATS)
         distribution = {int(k): v for k, v in summary["unit_distribution"].items()}
