@@ -95,6 +95,30 @@ def test_records_kept_in_the_pipeline_give_the_same_bytes(name, golden_copy, pie
     assert pieces_written and set(pieces_written) == {"bytes"}
 
 
+@pytest.mark.parametrize("cap", [1, 2])
+def test_capped_hash_buckets_give_the_same_duplicate_index(cap, golden_copy, monkeypatch):
+    """A staged build groups its hash entries in at most LOCAL_HASH_BUCKETS buckets (39
+    here uncapped: one per shard's worth of samples); the duplicate groups, their order
+    and every other byte stay the reference's."""
+    from mintdim_beam.build.transforms import assign, duplicates
+
+    name = "multishard_empty_units"
+    seen, real = golden_copy / f"buckets_cap{cap}.txt", duplicates._group_rows
+
+    def spy(element, plans):  # runs on a pickled copy: it reports through a file
+        with open(seen, "a") as handle:
+            handle.write(f"{element[0][1]}\n")
+        return real(element, plans)
+
+    monkeypatch.setattr(assign, "LOCAL_HASH_BUCKETS", cap)
+    monkeypatch.setattr(duplicates, "_group_rows", spy)
+    out = golden_copy / name / f"out_cap{cap}"
+    _build(name, golden_copy, f"out_cap{cap}")
+    assert content_tree(out) == _expected(name)
+    assert (out / "duplicate_index.jsonl").read_text().count("\n") == 12
+    assert set(seen.read_text().split()) == {str(b) for b in range(cap)}
+
+
 def test_staging_can_be_turned_off_for_a_local_output(golden_copy, pieces_written):
     name = "overflow_truncate_multisegment"
     out = golden_copy / name / "out_unstaged"

@@ -110,7 +110,8 @@ def test_hash_buckets_take_the_first_48_bits_of_each_digest():
     rng = random.Random(3)
     digests = [hashlib.sha256(str(rng.random()).encode()).hexdigest() for _ in range(500)]
     for buckets in (1, 7, 1000, 2 ** 40 + 3):
-        assert hash_buckets(digests, buckets).tolist() == [int(d[:12], 16) % buckets for d in digests]
+        assert hash_buckets(bytes.fromhex("".join(digests)), buckets).tolist() == [
+            int(d[:12], 16) % buckets for d in digests]
 
 
 def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():

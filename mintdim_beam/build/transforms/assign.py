@@ -12,7 +12,7 @@ import numpy as np
 
 from mintdim_beam.build.packed import Packed
 from mintdim_beam.build.progress import tally
-from mintdim_beam.build.transforms.duplicates import HashRef, hashes_path, write_hash_rows
+from mintdim_beam.build.transforms.duplicates import hash_ref, hashes_path, write_hash_rows
 from mintdim_beam.build.transforms.gather import ApplyToAll
 from mintdim_beam.build.transforms.spill import SpilledBatch, load
 from mintdim_beam.build.transforms.stage import (BlockRange, block_path, block_sections,
@@ -24,13 +24,24 @@ from mintdim_beam.core import storage
 HASHES = "hashes"
 INDEX_PARTS = "index_parts"
 STATS = "stats"
+LOCAL_HASH_BUCKETS = 64
 
 
-def hash_buckets(digests: list[str], buckets: int) -> np.ndarray:
-    """Bucket of each hex digest: its first 48 bits modulo `buckets`."""
-    prefixes = np.frombuffer(bytes.fromhex("".join(["0000" + d[:12] for d in digests])),
-                             dtype=">u8")
-    return (prefixes % np.uint64(buckets)).astype(np.int64)
+def hash_buckets(raw: bytes, buckets: int) -> np.ndarray:
+    """Bucket of each 32-byte digest in `raw`: its first 48 bits modulo `buckets`."""
+    prefixes = np.zeros((len(raw) // 32, 8), dtype=np.uint8)
+    prefixes[:, 2:] = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 32)[:, :6]
+    return (prefixes.view(">u8")[:, 0] % np.uint64(buckets)).astype(np.int64)
+
+
+def hash_bucket_count(samples: int, samples_per_shard: int, staged: bool) -> int:
+    """Buckets a dataset's hash entries are grouped in: one per shard's worth of samples,
+    so each group stays small and a cluster spreads them; a staged (local) build caps
+    them at `LOCAL_HASH_BUCKETS`: each batch sends one reference per bucket it has
+    entries in, so uncapped the references grow as samples squared (1.2 million of them
+    at 10 million samples), while a capped group holds at most samples / 64 rows."""
+    buckets = -(-samples // samples_per_shard)
+    return min(buckets, LOCAL_HASH_BUCKETS) if staged else buckets
 
 
 def declared_units(plans, element):
@@ -206,26 +217,28 @@ class AssignFn(beam.DoFn):
                                             None if parts is None else parts[j]))
                 unk_samples += 1
                 unk_tokens += len(kept)
-        # Hash entries travel in buckets sized like a shard, not one element per sample:
+        # Hash entries travel in buckets (`hash_bucket_count`), not one element per sample:
         # ((dataset, bucket), (raw digests, sample ids, file, lines)); for a staged (local)
         # dataset the batch's entries go to one scratch file, sorted by bucket, and only
-        # (file, rows) references wait for the group-by.
+        # `hash_ref`s (batch, rows) wait for the group-by.
         if idx:
-            buckets = -(-numbering.totals[ds] // dataset.samples_per_shard)
-            bucket_of = hash_buckets([digests[j] for j in idx], buckets)
+            buckets = hash_bucket_count(numbering.totals[ds], dataset.samples_per_shard, staged)
+            digest_rows = np.frombuffer(bytes.fromhex("".join([digests[j] for j in idx])),
+                                        dtype="V32")
+            bucket_of = hash_buckets(digest_rows.tobytes(), buckets)
             order = np.argsort(bucket_of, kind="stable")
             sorted_buckets, by_bucket = bucket_of[order], written[order]
             firsts = np.flatnonzero(np.diff(sorted_buckets, prepend=-1)).tolist()
-            raw = bytes.fromhex("".join([digests[j] for j in by_bucket.tolist()]))
+            raw = digest_rows[order].tobytes()
             sids, rows_at = sample_id_arr[by_bucket], line_arr[by_bucket]
             if staged:
-                path = hashes_path(dataset, chunk_key)
-                write_hash_rows(path, raw, sids, rows_at, dataset.output_path)
+                write_hash_rows(hashes_path(dataset, chunk_key), raw, sids, rows_at,
+                                dataset.output_path)
             for first, end in zip(firsts, firsts[1:] + [len(by_bucket)]):
                 key = (ds, int(sorted_buckets[first]))
                 if staged:
-                    yield beam.pvalue.TaggedOutput(HASHES, (key, HashRef(path, first, end,
-                                                                         file_pos)))
+                    yield beam.pvalue.TaggedOutput(HASHES, (key, hash_ref(
+                        file_pos, range_no, chunk_key[3], first, end)))
                 else:
                     yield beam.pvalue.TaggedOutput(HASHES, (key, (
                         raw[first * 32:end * 32], sids[first:end], file_pos, rows_at[first:end])))

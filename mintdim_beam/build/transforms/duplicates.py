@@ -6,8 +6,6 @@ falls in [p*W, (p+1)*W), so joining parts in order gives groups by first sample_
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import apache_beam as beam
 import numpy as np
 
@@ -20,12 +18,11 @@ from mintdim_beam.core import storage
 HASH_ROW = np.dtype([("digest", "V32"), ("sample_id", "<i8"), ("line", "<i8")])
 
 
-class HashRef(NamedTuple):
-    """Rows [lo, hi) of a batch's hash file, all from input file `file_pos`."""
-    path: str
-    lo: int
-    hi: int
-    file_pos: int
+def hash_ref(file_pos: int, range_no: int, batch_no: int, lo: int, hi: int) -> tuple:
+    """Rows [lo, hi) of a staged batch's hash file: a plain tuple of five ints (the
+    batch's place in the input names its file), a few bytes in the group-by's buffer
+    where a path and a named tuple took about 200."""
+    return file_pos, range_no, batch_no, lo, hi
 
 
 def hashes_path(dataset, chunk_key) -> str:
@@ -39,19 +36,22 @@ def write_hash_rows(path: str, raw: bytes, sample_ids, lines, output_dir: str) -
     storage.write_atomic(path, rows.tobytes(), output_dir)
 
 
-def _entries(part):
+def _entries(part, ds: int, dataset):
     """(raw digests, sample ids, file, lines) of a group-by value, read from its batch's
-    hash file when it is a `HashRef`."""
-    if not isinstance(part, HashRef):
+    hash file when it is a `hash_ref` (five ints; the entries themselves are four)."""
+    if len(part) == 4:
         return part
-    rows = np.fromfile(part.path, dtype=HASH_ROW, count=part.hi - part.lo,
-                       offset=part.lo * HASH_ROW.itemsize)
-    return rows["digest"].tobytes(), rows["sample_id"], part.file_pos, rows["line"]
+    file_pos, range_no, batch_no, lo, hi = part
+    path = hashes_path(dataset, (ds, file_pos, range_no, batch_no))
+    rows = np.fromfile(path, dtype=HASH_ROW, count=hi - lo, offset=lo * HASH_ROW.itemsize)
+    return rows["digest"].tobytes(), rows["sample_id"], file_pos, rows["line"]
 
 
 def _group_rows(element, plans):
     (ds, _), parts = element
-    parts = [_entries(part) for part in parts]  # GroupByKey's iterable: in no set order
+    dataset = plans[ds].dataset
+    # GroupByKey's iterable: in no set order
+    parts = [_entries(part, ds, dataset) for part in parts]
     if not parts:
         return
     raw = np.frombuffer(b"".join(part[0] for part in parts), dtype="V32")
