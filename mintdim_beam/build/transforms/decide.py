@@ -48,32 +48,38 @@ def rows_path(dataset) -> str:
 def candidate_tables(candidates, long_lines, numbering) -> dict:
     """{dataset: int64 table (columns above), sorted as the decisions go: by sample_id,
     then by place in the input}. `candidates`: `overflow_candidates` output per batch;
-    `long_lines`: the pending lines over --max_line_bytes and skipped dialogues."""
-    parts: dict = {}
+    `long_lines`: the pending lines over --max_line_bytes and skipped dialogues. Each
+    table is allocated once and filled in place (per-batch pieces joined later left
+    their freed memory to the allocator, 25 MB at 3 million samples)."""
+    rows: dict = {}
+    for chunk_key, entries in candidates:
+        rows[chunk_key[0]] = rows.get(chunk_key[0], 0) + len(entries)
+    for pending in long_lines:
+        rows[pending.dataset] = rows.get(pending.dataset, 0) + 1
+    tables = {ds: np.full((n, 12), -1, dtype=np.int64) for ds, n in rows.items()}
+    filled = dict.fromkeys(rows, 0)
     for (ds, file_pos, range_no, batch_no), entries in candidates:
         line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
         j, local_sample, local_line, tokens, trained_kept, part = np.asarray(entries).T
-        table = np.full((len(j), 12), -1, dtype=np.int64)
+        at = filled[ds]
+        table = tables[ds][at:at + len(j)]
+        filled[ds] = at + len(j)
         table[:, SID], table[:, LINE] = sample_offset + local_sample, local_line
         table[:, FILE], table[:, RANGE], table[:, BATCH], table[:, J] = \
             file_pos, range_no, batch_no, j
         table[:, SOURCE_LINE] = line_offset + local_line + 1
         table[:, TOKENS], table[:, TRAINED_KEPT], table[:, PART] = tokens, trained_kept, part
-        parts.setdefault(ds, []).append(table)
     for pending in long_lines:
         line_offset, sample_offset = numbering[pending.order[:3]]
-        row = np.full((1, 12), -1, dtype=np.int64)
-        row[0, [SID, FILE, RANGE, LINE, SOURCE_LINE]] = (
+        row = tables[pending.dataset][filled[pending.dataset]]
+        filled[pending.dataset] += 1
+        row[[SID, FILE, RANGE, LINE, SOURCE_LINE]] = (
             sample_offset + pending.local_sample, pending.file_pos, pending.range_no,
             pending.local_line, line_offset + pending.local_line + 1)
-        row[0, LINE_BYTES] = getattr(pending, "line_bytes", -1)
-        row[0, TRAINED_TURNS] = getattr(pending, "trained_turns", -1)
-        parts.setdefault(pending.dataset, []).append(row)
-    tables = {}
-    for ds, pieces in parts.items():
-        table = np.concatenate(pieces)
-        tables[ds] = table[np.lexsort(table[:, [LINE, J, BATCH, RANGE, FILE, SID]].T)]
-    return tables
+        row[LINE_BYTES] = getattr(pending, "line_bytes", -1)
+        row[TRAINED_TURNS] = getattr(pending, "trained_turns", -1)
+    return {ds: table[np.lexsort(table[:, [LINE, J, BATCH, RANGE, FILE, SID]].T)]
+            for ds, table in tables.items()}
 
 
 def _none(value: int):
