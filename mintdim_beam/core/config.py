@@ -104,8 +104,9 @@ def _existing(files: list[str]) -> list[str]:
     return files
 
 
-def _check_source(source: dict):
-    """(files, fields, templates, dialogue settings or None)."""
+def check_source(source: dict):
+    """(files, fields, templates, dialogue settings or None). Shared with pack-build's
+    config (`pack_config`), as are `check_tokenizer` and `check_arity`."""
     kind = source_kind(source)
     if kind != "jsonl":
         dialogue = dialogue_source(source, kind)
@@ -120,7 +121,8 @@ def _check_source(source: dict):
     return _existing(files), [list(g) for g in fields], list(templates), None
 
 
-def _check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
+def check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
+    """(kind, files, options) of the `tokenizer` block."""
     kind = tokenizer.get("type")
     if kind not in KINDS:
         raise TokenizerValidationError(unsupported_format=True)
@@ -177,7 +179,8 @@ def _check_output(output: dict) -> tuple[list[str], list[int]]:
     return list(paths), list(counts)
 
 
-def _check_arity(n: int, fields, templates, tokenizers, sizes, batches, outputs, counts) -> None:
+def check_arity(n: int, fields, templates, tokenizers, sizes, batches, outputs, counts) -> None:
+    """Every per-file list has one entry or one per input file."""
     def ok(k: int) -> bool:
         return k == 1 or k == n
 
@@ -203,12 +206,12 @@ _SETTINGS = ("fields", "template", "tokenizer", "sizes", "build_batch", "samples
 def resolve_datasets(raw: dict) -> list[Dataset]:
     """Validate `raw` and return the output datasets in input-file order."""
     _check_missing(raw)
-    files, fields, templates, dialogue = _check_source(raw["source"])
-    kind, tokenizers, tokenizer_options = _check_tokenizer(raw["tokenizer"])
+    files, fields, templates, dialogue = check_source(raw["source"])
+    kind, tokenizers, tokenizer_options = check_tokenizer(raw["tokenizer"])
     sizes, batches = _check_units(raw["units"])
     outputs, counts = _check_output(raw["output"])
     n = len(files)
-    _check_arity(n, fields, templates, tokenizers, sizes, batches, outputs, counts)
+    check_arity(n, fields, templates, tokenizers, sizes, batches, outputs, counts)
 
     per_file = []
     for i, given in enumerate(files):

@@ -11,8 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from mintdim_beam.core import storage
-from mintdim_beam.core.config import (InputFile, _check_arity, _check_source,
-                                      _check_tokenizer)
+from mintdim_beam.core.config import InputFile, check_arity, check_source, check_tokenizer
 from mintdim_beam.core.errors import PackValidationError, PipelineValidationError
 from mintdim_beam.core.megatron import dtype_for_vocab
 from mintdim_beam.core.special_tokens import read_tokenizer_config
@@ -105,8 +104,8 @@ def resolve_pack(raw: dict) -> PackConfig:
     source = raw["source"]
     if source.get("type", "jsonl") != "jsonl":
         raise _bad("source.type", "source_type", source.get("type"))
-    files, fields, templates, _ = _check_source(source)
-    kind, tokenizers, options = _check_tokenizer(raw["tokenizer"])
+    files, fields, templates, _ = check_source(source)
+    kind, tokenizers, options = check_tokenizer(raw["tokenizer"])
     for name in ("pad_token", "pad_id"):
         if getattr(options, name) is not None:
             raise _bad(f"tokenizer.{name}", "tokenizer_option", name)
@@ -126,7 +125,7 @@ def resolve_pack(raw: dict) -> PackConfig:
             raise _bad("source.files", "duplicate_file", given)
         seen.add(storage.resolve(given))
     n = len(files)
-    _check_arity(n, fields, templates, tokenizers, [[1]], [1], [output["dir"]], [1])
+    check_arity(n, fields, templates, tokenizers, [[1]], [1], [output["dir"]], [1])
     pick = (lambda values, i: values[0] if len(values) == 1 else values[i])
     compiled = tuple(compile_template(pick(templates, i), pick(fields, i), given)
                      for i, given in enumerate(files))
