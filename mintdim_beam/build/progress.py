@@ -37,19 +37,23 @@ class _Tally:
         self._counters = {}
 
     def add(self, **amounts) -> None:
-        from apache_beam.metrics import Metrics
-
         with self._lock:
             for key, amount in amounts.items():
                 self.counts[key] += int(amount)
                 counter = self._counters.get(key)
                 if counter is None:
+                    from apache_beam.metrics import Metrics
+
                     counter = self._counters[key] = Metrics.counter("mintdim", key)
                 counter.inc(int(amount))
             if time.monotonic() - self._flushed >= _FLUSH_SECONDS:
-                self.flush()
+                self._write()
 
     def flush(self) -> None:
+        with self._lock:
+            self._write()
+
+    def _write(self) -> None:
         directory = os.environ.get(ENV)
         if not directory or not os.path.isdir(directory):
             return
@@ -74,8 +78,7 @@ def tally(**amounts) -> None:
 
 def flush() -> None:
     """Write this process's counts now (at the end of a bundle)."""
-    with _TALLY._lock:
-        _TALLY.flush()
+    _TALLY.flush()
 
 
 def range_size(byte_range) -> int:

@@ -34,13 +34,10 @@ def input_bytes(ranges, dataset: int = 0) -> int:
 
 
 def _existing_ancestor(path: str) -> str:
+    """The nearest directory of `path` that exists: where its disk can be asked."""
     path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return path
+    missing = storage.missing_dirs(path)
+    return os.path.dirname(missing[-1]) if missing else path
 
 
 def _shown(nbytes: float) -> str:

@@ -236,7 +236,7 @@ class Claim:
             raise
 
     def _take_one(self, output_dir: str, given: str) -> None:
-        made = _missing_dirs(output_dir)
+        made = storage.missing_dirs(output_dir)
         try:
             storage.makedirs(output_dir)
             _create_exclusive(marker_path(output_dir), self._marker_doc("running"))
@@ -285,21 +285,6 @@ def _remove(path: str) -> None:
             storage.filesystem(path).rm(path)
     except FileNotFoundError:
         pass
-
-
-def _missing_dirs(path: str) -> list:
-    """The directories from `path` upwards that do not exist yet (local only: object
-    stores have no directories to undo)."""
-    if storage.is_url(path):
-        return []
-    missing = []
-    while path and not os.path.exists(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return missing
 
 
 def _remove_dirs(made: list) -> None:

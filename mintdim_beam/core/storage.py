@@ -121,6 +121,21 @@ def makedirs(path: str) -> None:
     filesystem(path).makedirs(path, exist_ok=True)
 
 
+def missing_dirs(path: str) -> list:
+    """The directories from `path` upwards that do not exist yet, deepest first (local
+    only: object stores have no directories)."""
+    if is_url(path):
+        return []
+    missing = []
+    while path and not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
 def tmp_dir(output_dir: str) -> str:
     return join(output_dir, TMP_DIR_NAME)
 

@@ -223,13 +223,12 @@ class AssignFn(beam.DoFn):
         # `hash_ref`s (batch, rows) wait for the group-by.
         if idx:
             buckets = hash_bucket_count(numbering.totals[ds], dataset.samples_per_shard, staged)
-            digest_rows = np.frombuffer(bytes.fromhex("".join([digests[j] for j in idx])),
-                                        dtype="V32")
-            bucket_of = hash_buckets(digest_rows.tobytes(), buckets)
+            raw = bytes.fromhex("".join([digests[j] for j in idx]))  # decoded once
+            bucket_of = hash_buckets(raw, buckets)
             order = np.argsort(bucket_of, kind="stable")
             sorted_buckets, by_bucket = bucket_of[order], written[order]
             firsts = np.flatnonzero(np.diff(sorted_buckets, prepend=-1)).tolist()
-            raw = digest_rows[order].tobytes()
+            raw = np.frombuffer(raw, dtype="V32")[order].tobytes()  # in bucket order
             sids, rows_at = sample_id_arr[by_bucket], line_arr[by_bucket]
             if staged:
                 write_hash_rows(hashes_path(dataset, chunk_key), raw, sids, rows_at,
