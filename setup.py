@@ -2,7 +2,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="mintdim-beam",
-    version="0.1.0",
+    version="0.2.0",
     description="MintDim unit-build as an Apache Beam pipeline: JSONL -> exact tokens -> fixed-width unit shards",
     python_requires=">=3.10",
     packages=find_packages(include=["mintdim_beam", "mintdim_beam.*", "pipelines", "pipelines.*"]),

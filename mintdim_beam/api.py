@@ -41,19 +41,23 @@ class _Tokenizer(_Block):
     """Options (all keyword-only, for every file of the block; validated at run()):
     config: a tokenizer_config.json (pad / bos / eos tokens, chat_template);
     pad_token / pad_id: the pad to use (one of them); bos / eos: put the tokenizer's BOS /
-    EOS id around every sample, as segments named `bos` / `eos`."""
+    EOS id around every sample, as segments named `bos` / `eos` (a preference pair's EOS
+    ends each completion); literal_specials: special-token text in a JSONL template's
+    literals as "ids" or "text" (default: as the tokenizer does, SentencePiece text)."""
 
     def sentencepiece(self, *, files: Sequence[str], config: str | None = None,
                       pad_token: str | None = None, pad_id: int | None = None,
-                      bos: bool | None = None, eos: bool | None = None) -> "UnitBuildJob":
+                      bos: bool | None = None, eos: bool | None = None,
+                      literal_specials: str | None = None) -> "UnitBuildJob":
         return self._set("sentencepiece", files, config=config, pad_token=pad_token,
-                         pad_id=pad_id, bos=bos, eos=eos)
+                         pad_id=pad_id, bos=bos, eos=eos, literal_specials=literal_specials)
 
     def hf_json(self, *, files: Sequence[str], config: str | None = None,
                 pad_token: str | None = None, pad_id: int | None = None,
-                bos: bool | None = None, eos: bool | None = None) -> "UnitBuildJob":
+                bos: bool | None = None, eos: bool | None = None,
+                literal_specials: str | None = None) -> "UnitBuildJob":
         return self._set("hf_json", files, config=config, pad_token=pad_token, pad_id=pad_id,
-                         bos=bos, eos=eos)
+                         bos=bos, eos=eos, literal_specials=literal_specials)
 
     def _set(self, kind: str, files, **options) -> "UnitBuildJob":
         block = {"type": kind, "files": _listed(files)}
@@ -92,11 +96,13 @@ class UnitBuildJob:
         return {k: v for k, v in self._raw.items()}
 
     def run(self, *, on_template_unk: str = "prompt", on_overflow: str = "prompt",
-            pipeline_options=None) -> dict:
+            on_lossy: str = "continue", pipeline_options=None) -> dict:
+        """`on_lossy`: text the tokenizer cannot carry (a template literal, a sample)
+        is a warning and indexed ("continue"), or an error ("abort")."""
         from mintdim_beam.build.launch import run_build
 
         return run_build(self._raw, on_template_unk=on_template_unk, on_overflow=on_overflow,
-                         pipeline_options=pipeline_options)
+                         pipeline_options=pipeline_options, on_lossy=on_lossy)
 
 
 class _PackSource(_Block):

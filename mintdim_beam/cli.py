@@ -16,6 +16,8 @@ CONFIG_HELP = """CONFIG keys (YAML or JSON; paths relative to the working direct
   output:    {dir: PATH or [PATHS], samples_per_shard: [...]}
   on_overflow: abort | truncate | skip | extend | prompt      (optional, default prompt)
   on_template_unk: abort | continue | prompt                  (optional, default prompt)
+  on_lossy: continue | abort    (optional, default continue: text the tokenizer cannot
+                                 carry is a warning and a lossy_index.jsonl row)
 Each list is shared (length 1) or mapped per input file (length N), as in the Python API.
 Any other argument is a Beam pipeline flag, e.g. --runner=FnApiRunner
 --direct_running_mode=multi_processing --direct_num_workers=2 --input_range_bytes=65536."""
@@ -41,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="overrides the config's on_overflow")
     build.add_argument("--on_template_unk", "--on-template-unk", dest="on_template_unk",
                        default=None, help="overrides the config's on_template_unk")
+    build.add_argument("--on_lossy", "--on-lossy", dest="on_lossy", default=None,
+                       help="overrides the config's on_lossy")
     pack = sub.add_parser("pack", help="run a pack-build (pretraining token stream) from a "
                                        "CONFIG file", epilog=PACK_HELP,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -85,7 +89,8 @@ def build_command(args, beam_flags: list[str]) -> int:
             raw,
             on_template_unk=args.on_template_unk or doc.get("on_template_unk") or "prompt",
             on_overflow=args.on_overflow or doc.get("on_overflow") or "prompt",
-            pipeline_options=beam_flags or None)
+            pipeline_options=beam_flags or None,
+            on_lossy=args.on_lossy or doc.get("on_lossy") or "continue")
 
     return _config_command(args, run, "build")
 

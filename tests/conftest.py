@@ -133,6 +133,18 @@ def content_tree(root: Path) -> dict:
     return {k: v for k, v in read_tree(root).items() if not k.endswith("EMPTY_UNIT.md")}
 
 
+# Files a build of ours adds to mintdim 0.2.1's (FORMAT.md: additions, never changes).
+OUR_FILES = ("lossy_index.jsonl",)
+
+
+def mintdim_tree(root: Path) -> dict:
+    """The files mintdim 0.2.1 writes too, as `content_tree` reads them: what a build
+    of ours is compared with the reference on; our additions must exist."""
+    tree = content_tree(root)
+    assert all(name in tree for name in OUR_FILES), sorted(tree)
+    return {k: v for k, v in tree.items() if k not in OUR_FILES}
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -102,7 +102,7 @@ def builds(tok, tmp_path_factory) -> dict:
         # every dialogue fits: one record per line, bos and eos literal segments around
         "chat": _chat_build(tok, root / "chat", chat, turns=3, extra="abort",
                             sizes=(32, 64, 128), bos=True, eos=True),
-        # one record per exchange; truncations and a skip for no trained token left
+        # one record per exchange; skips: a record whose one trained turn does not fit
         "split": _chat_build(tok, root / "split", chat, turns=1, extra="split", sizes=(16, 32, 48)),
         "skip": _chat_build(tok, root / "skip", chat, turns=2, extra="skip", sizes=(64, 128)),
     }
@@ -159,9 +159,12 @@ def test_the_builds_hold_what_the_checks_are_about(builds):
     keys = [(r["sample_id"], r["part"]) for r in split]
     assert keys == sorted(keys) and len({k[0] for k in keys}) < len(keys)
     overflow = _rows(builds["split"], fmt.OVERFLOW_INDEX)
-    assert {r["action"] for r in overflow} == {"truncate", "skip"}
+    # truncate keeps whole turns: a record's one trained turn that does not fit is a skip
+    assert {r["action"] for r in overflow} == {"skip"}
     assert all(list(r)[-1] == "part" for r in overflow)
-    assert any(r.get("reason") == "no trained tokens left after truncation" for r in overflow)
+    assert any(r.get("reason") == fmt.CUT_REASON_CHAT for r in overflow)
+    pair_cuts = _rows(builds["preference"], fmt.OVERFLOW_INDEX)
+    assert {r["action"] for r in pair_cuts} == {"truncate"}
     groups = _rows(builds["split"], fmt.DUPLICATE_INDEX)  # two parts, two groups, one first id
     firsts = [g["samples"][0]["sample_id"] for g in groups]
     assert len(set(firsts)) < len(firsts)
@@ -173,7 +176,7 @@ def test_the_builds_hold_what_the_checks_are_about(builds):
     assert [f["kind"] for f in layout] == ["literal", "context", "trained", "context", "trained",
                                            "context", "trained", "context", "literal"]
     pref = json.loads((builds["preference"] / fmt.LENGTH_FIELD).read_text())["length_fields"]
-    assert [f["name"] for f in pref] == ["prompt", "chosen", "rejected", "eos"]
+    assert [f["name"] for f in pref] == ["prompt", "chosen", "rejected"]  # EOS ends each
     assert _rows(builds["preference"], fmt.OVERFLOW_INDEX)
 
 
@@ -372,7 +375,7 @@ def test_report_of_a_split_build_names_split_dialogues_and_skips(builds, tmp_pat
     write_report(str(builds["split"]), str(tmp_path / "r"))
     md = (tmp_path / "r/report.md").read_text()
     assert "source lines with records gave more than one record" in md
-    assert "no trained tokens left after truncation" in md
+    assert fmt.CUT_REASON_CHAT in md
     write_report(str(builds["skip"]), str(tmp_path / "s"))
     assert "more trained turns than max_turns" in (tmp_path / "s/report.md").read_text()
 

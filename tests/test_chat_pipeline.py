@@ -11,6 +11,7 @@ import pytest
 
 from mintdim_beam import pipeline
 from mintdim_beam.core import errors
+from mintdim_beam.core import format as fmt
 
 from conftest import BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, byte_level_bpe, read_tree
 
@@ -201,10 +202,11 @@ def test_extra_turns_abort_and_skip(tmp_path, tok):
                          "trained_turns": 3}]
 
 
-def test_truncation_never_leaves_a_record_without_trained_tokens(tmp_path, tok):
+def test_truncation_never_leaves_a_record_without_a_whole_trained_turn(tmp_path, tok):
     rng = random.Random(9)
     long_prompt = " ".join(rng.choice(WORDS) for _ in range(120))
-    rows = [{"messages": dialogue(rng, 1, False)},
+    rows = [{"messages": [{"role": "user", "content": "Hi."},
+                          {"role": "assistant", "content": "Hello there."}]},
             {"messages": [{"role": "user", "content": long_prompt},
                           {"role": "assistant", "content": "Short answer."}]},
             {"messages": [{"role": "user", "content": "Hi."},
@@ -213,11 +215,13 @@ def test_truncation_never_leaves_a_record_without_trained_tokens(tmp_path, tok):
     _chat(tmp_path, tok, [data], tmp_path / "out", turns=1, sizes=(16, 32))
     overflow = {r["sample_id"]: r for r in map(
         json.loads, (tmp_path / "out/overflow_index.jsonl").read_text().splitlines())}
-    assert overflow[1]["action"] == "skip"
-    assert overflow[1]["reason"] == "no trained tokens left after truncation"
-    assert overflow[2]["action"] == "truncate"
+    # a long prompt leaves no room for the reply; a reply cut mid-way would train a
+    # model to stop without its end-of-turn: both records are skipped and indexed
+    for sid in (1, 2):
+        assert overflow[sid]["action"] == "skip"
+        assert overflow[sid]["reason"] == fmt.CUT_REASON_CHAT
     rows, records = _records(tmp_path / "out")
-    assert [r["sample_id"] for r in rows] == [0, 2]
+    assert [r["sample_id"] for r in rows] == [0]
     assert all(lengths[1] > 0 for lengths, _ in records)
 
 

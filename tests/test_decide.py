@@ -19,7 +19,7 @@ SIZES = (8, 16)
 
 def _plan(tmp_path):
     files = (InputFile(0, "a.jsonl", "a.jsonl"), InputFile(1, "b.jsonl", "b.jsonl"))
-    dataset = SimpleNamespace(sizes=SIZES, files=files, output_path=str(tmp_path),
+    dataset = SimpleNamespace(sizes=SIZES, files=files, output_path=str(tmp_path), dialogue=None,
                               scratch_path=str(tmp_path / "_mintdim_tmp" / "run"))
     return SimpleNamespace(dataset=dataset, magic=65535)
 
@@ -36,8 +36,9 @@ def _inputs(seed: int):
         j = np.sort(rng.choice(10, n, replace=False))
         local_sample = j // 2  # pairs of records share a sample: split dialogue parts
         part = np.where(rng.random(n) < 0.5, j % 2, -1)
+        kept = np.where(rng.random(n) < 0.5, rng.integers(1, 17, n), -1)  # what a cut keeps
         rows = np.stack([j, local_sample, j, rng.integers(17, 60, n),
-                         rng.choice([-1, 0, 3], n), part], axis=1).astype(np.int64)
+                         rng.choice([-1, 0, 3], n), part, kept], axis=1).astype(np.int64)
         candidates.append(((0, file_pos, range_no, batch_no), rows))
     long_lines = [LongLinePending(0, 0, 1, 9, "SourceParseError", {}, "file_line",
                                   local_sample=9, line_bytes=5000),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (BUNDLE_RETRYING, GOLDEN, IN_MEMORY, MANIFEST_REFERENCE_KEYS,
-                      MULTI_PROCESS, content_tree, run_build)
+                      MULTI_PROCESS, content_tree, mintdim_tree, run_build)
 from mintdim_beam.core import errors
 
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "case.json").is_file())
@@ -46,7 +46,7 @@ def _run_case(name: str, golden_copy: Path, options: list[str]):
     result = run_build(work, **kwargs)
     for out in _outputs(case):
         expected_root, actual_root = GOLDEN / name / "expected" / out, work / out
-        expected, actual = content_tree(expected_root), content_tree(actual_root)
+        expected, actual = content_tree(expected_root), mintdim_tree(actual_root)
         assert sorted(actual) == sorted(expected), out
         for path in expected:
             assert actual[path] == expected[path], f"{name}: {out}/{path} differs"

@@ -265,7 +265,8 @@ def test_manifest_records_inputs_after_our_version(workdir, tokenizers_dir):
     manifest = json.loads((workdir / "out/manifest.json").read_text())
     keys = list(manifest)
     assert keys[:len(MANIFEST_REFERENCE_KEYS)] == MANIFEST_REFERENCE_KEYS
-    assert keys[len(MANIFEST_REFERENCE_KEYS):] == ["mintdim_beam_version", "inputs", "special_tokens"]
+    assert keys[len(MANIFEST_REFERENCE_KEYS):] == ["mintdim_beam_version", "inputs", "special_tokens",
+                                                   "round_trip", "tokenizer_card"]
     a, b = manifest["inputs"]
     assert a == {"file": "a.jsonl", "size": len(ORIGINAL),
                  "mtime_ns": (workdir / "a.jsonl").stat().st_mtime_ns}

@@ -8,7 +8,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from conftest import GOLDEN, IN_MEMORY, content_tree, run_build
+from conftest import GOLDEN, IN_MEMORY, content_tree, mintdim_tree, run_build
 from mintdim_beam.core import storage
 from mintdim_beam.core.errors import OutputWriteError
 from mintdim_beam.core.failures import WorkerFailure, recover
@@ -62,7 +62,7 @@ def test_staged_records_give_the_reference_bytes(name, golden_copy, pieces_writt
     out = golden_copy / name / "out_staged"
     shutil.rmtree(out, ignore_errors=True)
     _build(name, golden_copy, "out_staged")
-    assert content_tree(out) == _expected(name)
+    assert mintdim_tree(out) == _expected(name)
     assert not (out / "_mintdim_tmp").exists()  # the blocks went with the scratch dir
     kinds = set(pieces_written)
     assert "block" in kinds and "bytes" not in kinds
@@ -86,7 +86,7 @@ def test_records_kept_in_the_pipeline_give_the_same_bytes(name, golden_copy, pie
     for rel, data in tree.items():
         (local / rel).parent.mkdir(parents=True, exist_ok=True)
         (local / rel).write_bytes(data)
-    got = content_tree(local)
+    got = mintdim_tree(local)
     manifest = json.loads(got.pop("manifest.json"))
     expected = _expected(name)
     want = json.loads(expected.pop("manifest.json"))
@@ -114,7 +114,7 @@ def test_capped_hash_buckets_give_the_same_duplicate_index(cap, golden_copy, mon
     monkeypatch.setattr(duplicates, "_group_rows", spy)
     out = golden_copy / name / f"out_cap{cap}"
     _build(name, golden_copy, f"out_cap{cap}")
-    assert content_tree(out) == _expected(name)
+    assert mintdim_tree(out) == _expected(name)
     assert (out / "duplicate_index.jsonl").read_text().count("\n") == 12
     assert set(seen.read_text().split()) == {str(b) for b in range(cap)}
 
@@ -124,7 +124,7 @@ def test_staging_can_be_turned_off_for_a_local_output(golden_copy, pieces_writte
     out = golden_copy / name / "out_unstaged"
     shutil.rmtree(out, ignore_errors=True)
     _build(name, golden_copy, "out_unstaged", ["--stage_records=off"])
-    assert content_tree(out) == _expected(name)
+    assert mintdim_tree(out) == _expected(name)
     assert pieces_written and set(pieces_written) == {"bytes"}
 
 

@@ -87,19 +87,24 @@ def test_render_reports_exactly_json_loads_message_for_each_syntax_error():
 
 
 def test_build_stats_combines_partials_per_dataset():
+    trip = {"segments_checked": 4, "lossy_segments": 1, "lossy_samples": 1,
+            "lossy_kinds": {"whitespace": 1}}
     partials = [(0, {"total_samples": 2, "total_tokens": 10, "samples_with_unk": 1, "unk_tokens": 3,
-                     "unit_distribution": {8: 2}}),
+                     "unit_distribution": {8: 2}, **trip}),
                 (0, {"total_samples": 1, "total_tokens": 4, "samples_with_unk": 0, "unk_tokens": 0,
-                     "unit_distribution": {8: 1, 16: 0}}),
+                     "unit_distribution": {8: 1, 16: 0}, **trip, "lossy_kinds": {"unknown": 1}}),
                 (1, {"total_samples": 1, "total_tokens": 9, "samples_with_unk": 0, "unk_tokens": 0,
-                     "unit_distribution": {16: 1}})]
+                     "unit_distribution": {16: 1}})]  # a partial without the round-trip keys
+    none = {"segments_checked": 0, "lossy_segments": 0, "lossy_samples": 0}
     with TestPipeline(argv=OPTIONS) as p:
         stats = p | beam.Create(partials) | BuildStats()
         assert_that(stats, equal_to([
             (0, {"total_samples": 3, "total_tokens": 14, "samples_with_unk": 1, "unk_tokens": 3,
-                 "unit_distribution": {8: 3, 16: 0}}),
+                 "segments_checked": 8, "lossy_segments": 2, "lossy_samples": 2,
+                 "unit_distribution": {8: 3, 16: 0},
+                 "lossy_kinds": {"whitespace": 1, "unknown": 1}}),
             (1, {"total_samples": 1, "total_tokens": 9, "samples_with_unk": 0, "unk_tokens": 0,
-                 "unit_distribution": {16: 1}})]))
+                 **none, "unit_distribution": {16: 1}, "lossy_kinds": {}})]))
 
 
 def test_hash_buckets_take_the_first_48_bits_of_each_digest():

@@ -29,7 +29,6 @@ from mintdim_beam.core.sources import dialogue_source, is_trained, segment_names
 
 DIALOGUE_KINDS = ("chat", "preference")
 EDGE_LITERALS = ("bos", "eos")  # literal segments a dialogue layout may start / end with
-NO_TRAINED_LEFT = "no trained tokens left after truncation"
 # What the part key of a row may be: as in mintdim (no rule: a part key is an unknown
 # key), forbidden (a dialogue dataset that is not split), required (a record row of a
 # split dataset), or required unless the row is a whole-line skip (overflow rows).
@@ -200,9 +199,10 @@ class DialogueChecks:
         rel = fmt.OVERFLOW_INDEX
         action, count = row.get("action"), row.get("token_count")
         if "reason" in row:
-            if row["reason"] != NO_TRAINED_LEFT or action != "skip" or self.dialogue is None:
+            if row["reason"] not in fmt.CUT_REASONS or action != "skip" or self.dialogue is None:
                 self.p.add(rel, line, f"reason {row['reason']!r} belongs to the skip rows of a "
-                           f"dialogue dataset, as {NO_TRAINED_LEFT!r}", key=(rel, "reason"))
+                           f"dialogue dataset, one of {list(fmt.CUT_REASONS)}",
+                           key=(rel, "reason"))
         if not _whole_line(row):
             return False
         if "line_bytes" in row and "trained_turns" in row:

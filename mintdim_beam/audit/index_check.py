@@ -18,6 +18,7 @@ from array import array
 import numpy as np
 
 from mintdim_beam.core import format as fmt
+from mintdim_beam.core.template import EDGE_NAMES
 
 INDEX_FILES = (fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE_INDEX)
 OVERFLOW_ACTIONS = ("truncate", "skip", "extend")
@@ -194,6 +195,7 @@ class IndexChecks:
         over = _Cursor(self._jsonl(fmt.OVERFLOW_INDEX, OVERFLOW_KEYS, OVERFLOW_OPTIONAL,
                                    part=self.part_rule(overflow=True)),
                        fmt.OVERFLOW_INDEX, self.p, key_of)
+        lossy = _Cursor(self.lossy_rows(), fmt.LOSSY_INDEX, self.p, key_of)  # lossy_check
         self._part_sid, self._part_next = -1, 0
 
         def rows_before(key) -> None:
@@ -209,6 +211,9 @@ class IndexChecks:
                 p.add(fmt.UNK_INDEX, u_line, f"{self.row_label(u_row)} has no "
                       "sample_index.jsonl row", key=("unk", "orphan"))
                 unk.advance()
+            while lossy.key < key:
+                self.lossy_orphan(*lossy.head)
+                lossy.advance()
 
         samples_with_unk = unk_tokens = tokens = rows = 0
         last_sid, last_key, last_source = -1, (-1, -1), (-1, 0)
@@ -308,6 +313,9 @@ class IndexChecks:
                 member = members.pop(sid, None)
                 if member is not None:
                     self._member(sid, member, row)
+            if lossy.key == key:
+                self.lossy_row(*lossy.head, row)
+                lossy.advance()
             if unk.key == key:
                 positions = self._unk_row(*unk.head, row, unit, k)
                 if positions:
@@ -324,6 +332,13 @@ class IndexChecks:
         self.samples_with_unk, self.unk_tokens = samples_with_unk, unk_tokens
         self._duplicate_completeness(np.frombuffer(hash_heads, dtype=np.uint64)
                                      if len(hash_heads) else np.zeros(0, np.uint64))
+
+    def cut_fills_unit(self) -> bool:
+        """mintdim's cut (from the end, a JSONL template without bos / eos ids) fills the
+        largest unit exactly; a cut that keeps the ends or whole turns may leave room."""
+        kinds = getattr(self, "segment_kinds", None) or []
+        return self.dialogue is None and not any(
+            kind == "literal" and name in EDGE_NAMES for kind, name in zip(kinds, self.template))
 
     def _shard_path_problem(self, line, shard_path, unit, k, want) -> None:
         if not isinstance(shard_path, str) or shard_path not in self.shard_set:
@@ -468,9 +483,16 @@ class IndexChecks:
             self.p.add(rel, line, f"sample_id {sid} ({action}) has no sample_index.jsonl row",
                        key=(rel, "orphan"))
         if action == "truncate":
-            if sample is not None and sample[1]["token_count"] != known[-1]:
+            kept = None if sample is None else sample[1]["token_count"]
+            if kept is None:
+                return
+            if self.cut_fills_unit() and kept != known[-1]:
                 self.p.add(fmt.SAMPLE_INDEX, sample[0], f"truncated sample has token_count "
-                           f"{sample[1]['token_count']}, not the largest unit size {known[-1]}",
+                           f"{kept}, not the largest unit size {known[-1]}",
+                           key=(rel, "truncate"))
+            elif not 0 < kept <= known[-1]:  # ends kept, whole turns, even cuts: at most full
+                self.p.add(fmt.SAMPLE_INDEX, sample[0], f"truncated sample has token_count "
+                           f"{kept}, not in 1..{known[-1]} (the largest unit size)",
                            key=(rel, "truncate"))
             return
         new = row.get("new_unit_size")

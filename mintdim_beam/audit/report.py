@@ -41,6 +41,7 @@ import uuid
 from collections import Counter
 
 from mintdim_beam.audit import report_dialogues as dialogues
+from mintdim_beam.audit import report_round_trip as round_trip
 from mintdim_beam.audit.plain_files import csv_bytes, jsonl_rows
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
@@ -184,10 +185,13 @@ def compute_figures(out: str) -> dict:
 
     dialogue = dialogues.dialogue_figures(out, manifest, length_field, stats)
     consistency += dialogue["consistency"] if dialogue else []
+    trip = round_trip.round_trip_figures(out, manifest, segments)
+    consistency += trip["consistency"] if trip else []
     return {
         "out": out,
         "manifest": manifest,
         "dialogue": dialogue,  # trained / context tokens of a chat or preference build
+        "round_trip": trip,  # the tokenizer card and the lossy samples (report_round_trip)
         "segments": segments,
         "total_samples": total_samples,
         "total_tokens": total_tokens,
@@ -244,6 +248,7 @@ def _csvs(fig: dict) -> dict[str, bytes]:
             ("segment_index", "segment_name", "unk_tokens"),
             [(r["segment_index"], r["segment_name"], r["unk_tokens"]) for r in fig["unk_per_field"]]),
         **dialogues.dialogue_csvs(fig),
+        **round_trip.round_trip_csvs(fig["round_trip"]),
     }
 
 
@@ -518,6 +523,7 @@ def _markdown(fig: dict) -> str:
         lines.append("")
 
     lines += dialogues.markdown_section(fig)
+    lines += round_trip.markdown_section(fig["round_trip"], n)
     lines += ["## Consistency of the build's files", ""]
     if fig["consistency"]:
         lines += [f"- {item}" for item in fig["consistency"]]

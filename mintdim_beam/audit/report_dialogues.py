@@ -120,7 +120,7 @@ def dialogue_figures(out: str, manifest: dict, length_field: dict, stats: dict):
     skips = Counter()
     for row in jsonl_rows(out, fmt.OVERFLOW_INDEX):
         if row.get("action") == "skip":
-            skips["no trained tokens left after truncation" if "reason" in row else
+            skips[row["reason"] if "reason" in row else
                   "more trained turns than max_turns" if "trained_turns" in row else
                   "line over --max_line_bytes" if "line_bytes" in row else
                   "overflow (on_overflow skip)"] += 1

@@ -29,6 +29,7 @@ import fsspec
 
 from mintdim_beam.audit.dialogue_check import DialogueChecks
 from mintdim_beam.audit.index_check import INDEX_FILES, IndexChecks, is_int
+from mintdim_beam.audit.lossy_check import LossyChecks
 from mintdim_beam.audit.shard_check import ShardChecks
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
@@ -140,7 +141,7 @@ def _canonical_doc(text: str, obj) -> bool:
     return text == fmt.json_document(obj)
 
 
-class _Verifier(DialogueChecks, IndexChecks, ShardChecks):
+class _Verifier(DialogueChecks, IndexChecks, LossyChecks, ShardChecks):
     """One check of one OUT. The listing and the manifest set the state every check
     reads (fs, root, local, files, dirs; vocab, unk_id, pad_id, dtype, bpt, magic,
     template, n, sizes, S, source_files, field_segments), `_layout` the shards found
@@ -223,6 +224,7 @@ class _Verifier(DialogueChecks, IndexChecks, ShardChecks):
                 self._shards()
                 self._join_rows_and_records()
                 self._summaries()
+                self._lossy_totals(self.result.samples)
         finally:
             r = self.result
             r.problems = self.p.finish()
@@ -354,6 +356,7 @@ class _Verifier(DialogueChecks, IndexChecks, ShardChecks):
         self.field_segments = [s for s in template if s != LITERAL_NAME]
         self._dialogue_manifest(m)  # chat / preference builds: dialogue_check
         self._length_field()
+        self._round_trip_block(m)  # lossy_check
         return True
 
     def _failure_reason(self, rel: str) -> str:
@@ -384,6 +387,7 @@ class _Verifier(DialogueChecks, IndexChecks, ShardChecks):
                        "sequence_template")
             return
         self.field_segments = []
+        self.segment_kinds = [e.get("kind") if isinstance(e, dict) else None for e in fields]
         for i, entry in enumerate(fields):
             if not isinstance(entry, dict):
                 self.p.add(rel, None, f"length_fields[{i}] is not an object")
@@ -437,7 +441,8 @@ class _Verifier(DialogueChecks, IndexChecks, ShardChecks):
                 if top == MARKER:
                     self.p.add(rel, None, "ownership marker of a build that did not end: "
                                "the build is incomplete (see mintdim-beam clean)")
-                elif top not in SUMMARY_FILES + INDEX_FILES:
+                elif top not in SUMMARY_FILES + INDEX_FILES and not (
+                        top == fmt.LOSSY_INDEX and self.round_trip is not None):
                     self.p.add(rel, None, "unexpected file in the output directory")
                 continue
             if top in unit_of:

@@ -29,18 +29,25 @@ from mintdim_beam.core import storage
 from mintdim_beam.core.config import resolve_datasets
 from mintdim_beam.core.disk_space import UNIT_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.errors import (BuildInterruptedError, PipelineValidationError,
-                                      TemplateTokenizerError, error_from_payload)
+                                      TemplateRoundTripError, TemplateTokenizerError,
+                                      error_from_payload)
 from mintdim_beam.core.failures import recover
 from mintdim_beam.core.ownership import Claim, check_free, new_run_id
 from mintdim_beam.core.prepare import prepare
 from mintdim_beam.core.source import DEFAULT_MAX_LINE_BYTES, DEFAULT_RANGE_BYTES, plan_ranges
+from mintdim_beam.core.template_checks import notice_text
+
+LOSSY_POLICIES = ("continue", "abort")
 
 
 def log(message: str) -> None:
     print(f"[unit-build] {message}", file=sys.stderr, flush=True)
 
 
-def _check_policies(on_template_unk: str, on_overflow: str) -> None:
+def _check_policies(on_template_unk: str, on_overflow: str, on_lossy: str = "continue") -> None:
+    if on_lossy not in LOSSY_POLICIES:
+        raise PipelineValidationError(missing=[
+            f"run.on_lossy (one of {', '.join(LOSSY_POLICIES)}; got {on_lossy!r})"])
     if on_template_unk not in TEMPLATE_UNK_POLICIES:
         raise PipelineValidationError(missing=[
             f"run.on_template_unk (one of {', '.join(TEMPLATE_UNK_POLICIES)}; got {on_template_unk!r})"])
@@ -60,6 +67,16 @@ def _resolve_template_unk(plans, policy: str, interactive: bool) -> None:
                 plan.dataset.template_file_index, len(plan.literal_unk_segments)):
             continue
         raise error
+
+
+def _resolve_notices(plans, on_lossy: str) -> None:
+    """The template checks' findings (`template_checks`): warnings before any output,
+    or under on_lossy="abort" the first one as an error."""
+    for plan in plans.values():
+        for notice in plan.notices:
+            if on_lossy == "abort":
+                raise TemplateRoundTripError(where=notice["where"], problem=notice_text(notice))
+            log(f"warning: {notice_text(notice)}")
 
 
 def _survey_and_ask(plans, ranges, options) -> dict:
@@ -212,14 +229,15 @@ def _output_summary(plan) -> dict:
             "total_samples": stats["total_samples"], "total_tokens": stats["total_tokens"],
             "samples_with_unk": stats["samples_with_unk"],
             "duplicate_groups": stats["duplicate_groups"],
-            "sizes": manifest["units"]["sizes"]}
+            "sizes": manifest["units"]["sizes"],
+            "lossy_samples": manifest["round_trip"]["lossy_samples"]}
 
 
 def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
-              pipeline_options=None) -> dict:
+              pipeline_options=None, on_lossy: str = "continue") -> dict:
     """Build and wait; returns {"outputs": [...]} as documented for `run()`. With
     `--no_wait` the outputs only name their directories and carry "state": "submitted"."""
-    outputs, _ = launch(raw, on_template_unk, on_overflow, pipeline_options)
+    outputs, _ = launch(raw, on_template_unk, on_overflow, pipeline_options, on_lossy)
     return {"outputs": outputs}
 
 
@@ -277,22 +295,23 @@ def shown_progress(run, ranges, label: str = "unit-build"):
 
 
 def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
-           pipeline_options=None):
+           pipeline_options=None, on_lossy: str = "continue"):
     """Validate, prepare, run and wait; returns (outputs, Beam PipelineResult).
 
     Config errors are raised before anything is written. The output directories are
     claimed (`ownership`) once the config is known good: from then on this run owns
     them, and a failure leaves its notices there and no manifest."""
-    _check_policies(on_template_unk, on_overflow)
+    _check_policies(on_template_unk, on_overflow, on_lossy)
     _received.clear()
     run_id = new_run_id()
     datasets = [dataclasses.replace(d, run_id=run_id) for d in resolve_datasets(raw)]
     for dataset in datasets:
         check_free(dataset.output_path, dataset.output_given)
-    plans = {d.index: prepare(d) for d in datasets}
+    plans = {d.index: dataclasses.replace(prepare(d), on_lossy=on_lossy) for d in datasets}
     run = _RunShape(pipeline_options)
     interactive = run.local and stdin_is_tty()
     _resolve_template_unk(plans, on_template_unk, interactive)
+    _resolve_notices(plans, on_lossy)
     ranges = plan_ranges(datasets, run.range_bytes)
 
     claim = Claim(run_id)
@@ -346,5 +365,6 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
     for out in outputs:
         log(f"done output={out['output_dir']} samples={out['total_samples']} "
             f"tokens={out['total_tokens']} samples_with_unk={out['samples_with_unk']} "
-            f"duplicate_groups={out['duplicate_groups']} sizes={out['sizes']}")
+            f"duplicate_groups={out['duplicate_groups']} sizes={out['sizes']} "
+            f"lossy_samples={out['lossy_samples']}")
     return outputs, pipeline_result

@@ -39,6 +39,7 @@ class Candidate(NamedTuple):
     trained_kept: int | None = None  # dialogues: trained tokens left if truncated to the max
     trained_turns: int | None = None  # set for a dialogue skipped for its extra turns
     part: int | None = None  # which record of a split dialogue (`on_extra_turns="split"`)
+    kept: int | None = None  # tokens `truncate` keeps (`Truncation`); None: the largest unit
 
 
 class Outcome(NamedTuple):
@@ -102,8 +103,13 @@ class OverflowDecider:
     value the token dtype stores; an extend past it stops the build (its lengths would
     wrap)."""
 
-    def __init__(self, declared, choose: Chooser, capacity: int | None = None):
+    empty_cut_reason = "no trained tokens left after truncation"
+
+    def __init__(self, declared, choose: Chooser, capacity: int | None = None,
+                 empty_cut_reason: str | None = None):
         self.sizes = sorted(declared)
+        if empty_cut_reason is not None:
+            self.empty_cut_reason = empty_cut_reason
         self.abort: Candidate | None = None
         self.abort_reason = "overflow"
         self._choose, self._capacity = choose, capacity
@@ -133,9 +139,10 @@ class OverflowDecider:
         if action == "truncate" and cand.trained_kept == 0:
             # A record with nothing left to train on is no training data: skipped.
             outcome = Outcome("skip", None, max_size)
-            row.update(action="skip", reason="no trained tokens left after truncation")
-        elif action == "truncate":
-            outcome = Outcome("truncate", max_size, max_size)
+            row.update(action="skip", reason=self.empty_cut_reason)
+        elif action == "truncate":  # to the smallest unit that holds what the cut keeps
+            unit = max_size if cand.kept is None else smallest_fit(sizes, cand.kept)
+            outcome = Outcome("truncate", unit, max_size)
         elif action == "skip":
             outcome = Outcome("skip", None, max_size)
         elif action == "extend":
@@ -179,21 +186,85 @@ def extra_turns_row(cand: Candidate, max_size: int) -> dict:
             "action": "skip", "trained_turns": cand.trained_turns}
 
 
-def kept_lengths(lengths: np.ndarray, keep, trained=None, even=False) -> np.ndarray:
-    """Segment lengths after truncating rows of `lengths` to `keep` tokens each: from the
-    end, segment by segment (mintdim's rule); or, with `even` (preference pairs), the
-    untrained segments kept and the trained ones (both completions) cut to one common
-    length, the largest that fits."""
-    if not even:
-        return truncated_lengths(lengths, keep)
-    keep = np.broadcast_to(np.asarray(keep), lengths.shape[:1])
-    out = truncated_lengths(np.where(trained, 0, lengths), keep)  # the context first
-    room = keep - out.sum(axis=1)
-    for row in range(len(lengths)):
-        completions = lengths[row][trained]
-        cap = _common_cap(completions, int(room[row]))
-        out[row][trained] = np.minimum(completions, cap)
-    return out
+@dataclass(frozen=True)
+class Truncation:
+    """How `truncate` cuts a record to fit the largest unit. The ends always survive:
+
+    - "tail" (JSONL templates): from the end, segment by segment (mintdim's rule), with
+      the `protected` segments (the `bos` / `eos` ids) kept whole: the content is cut,
+      not the ends. Without protected segments, exactly mintdim 0.2.1's cut.
+    - "turns" (chat records): the longest prefix that ends with a whole trained turn
+      (its end-of-turn text included) and fits; everything after it is dropped, the
+      protected segments kept. No whole trained turn fits: nothing to train on (the
+      record is skipped by the decision).
+    - "even" (preference pairs): the context kept (cut from the end if it alone is too
+      long), both completions cut to one common length, the largest that fits; each
+      completion keeps its last `tails` tokens (its EOS) when cut.
+
+    Segments are indices into the dataset's template; `tails` has one count per segment."""
+
+    mode: str = "tail"
+    protected: tuple = ()
+    trained: tuple = ()
+    tails: tuple = ()
+
+    @property
+    def plain(self) -> bool:
+        """mintdim's own rule: every kept token is a prefix of the record's payload."""
+        return self.mode == "tail" and not self.protected
+
+    def cut(self, lengths: np.ndarray, keep) -> np.ndarray:
+        """Segment lengths of the rows of `lengths` cut to `keep` tokens each (at most)."""
+        keep = np.broadcast_to(np.asarray(keep, dtype=np.int64), lengths.shape[:1])
+        guard = np.zeros(lengths.shape[1], dtype=bool)
+        guard[list(self.protected)] = True
+        if self.mode == "even":
+            return self._even(lengths, keep)
+        ends = np.where(guard, lengths, 0)
+        budget = keep - ends.sum(axis=1)
+        body = np.where(guard, 0, lengths)
+        if self.mode == "turns":
+            out = self._turns(body, budget)
+        else:
+            out = truncated_lengths(body, np.maximum(budget, 0))
+        out = out + ends
+        short = budget < 0  # the ends alone do not fit: mintdim's cut, ends and all
+        if short.any():
+            out[short] = truncated_lengths(lengths[short], keep[short])
+        return out.astype(lengths.dtype)
+
+    def _turns(self, body: np.ndarray, budget: np.ndarray) -> np.ndarray:
+        out = np.zeros_like(body)
+        trained = np.asarray(self.trained, dtype=np.int64)
+        cums = np.cumsum(body, axis=1)
+        for row in range(len(body)):
+            fits = trained[cums[row, trained] <= budget[row]]
+            if len(fits):
+                last = int(fits[-1])
+                out[row, :last + 1] = body[row, :last + 1]
+        return out
+
+    def _even(self, lengths: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        trained = np.zeros(lengths.shape[1], dtype=bool)
+        trained[list(self.trained)] = True
+        out = truncated_lengths(np.where(trained, 0, lengths), keep)  # the context first
+        room = keep - out.sum(axis=1)
+        for row in range(len(lengths)):
+            completions = lengths[row][trained]
+            cap = _common_cap(completions, int(room[row]))
+            out[row][trained] = np.minimum(completions, cap)
+        return out
+
+    def trained_tokens(self, kept: np.ndarray) -> np.ndarray:
+        return kept[:, list(self.trained)].sum(axis=1)
+
+    def segment_tails(self, full: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
+        """Tokens each cut segment keeps from its end (None: every segment keeps a
+        prefix)."""
+        if not any(self.tails):
+            return None
+        tails = np.asarray(self.tails, dtype=np.int64)[None, :]
+        return np.where(kept < full, np.minimum(tails, kept), 0)
 
 
 def _common_cap(lengths: np.ndarray, room: int) -> int:

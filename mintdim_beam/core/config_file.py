@@ -6,7 +6,7 @@ import json
 from mintdim_beam.core import storage
 from mintdim_beam.core.errors import MintDimFileNotFoundError, PipelineValidationError
 
-KEYS = ("source", "tokenizer", "units", "output", "on_overflow", "on_template_unk")
+KEYS = ("source", "tokenizer", "units", "output", "on_overflow", "on_template_unk", "on_lossy")
 PACK_KEYS = ("source", "tokenizer", "pack", "output")
 
 

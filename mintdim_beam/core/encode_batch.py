@@ -7,8 +7,12 @@ helper encoder process (see `encoder_process`).
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
+
+from mintdim_beam.core.chat.spans import special_pattern
+from mintdim_beam.core.round_trip import Decoder
 
 
 def unk_details(tokenizer, texts_by_segment, seg_tokens, unk_id, literal_surfaces):
@@ -28,9 +32,20 @@ def unk_details(tokenizer, texts_by_segment, seg_tokens, unk_id, literal_surface
     return positions, fields, chars
 
 
+class Encoded(NamedTuple):
+    """One batch's encoding: `lengths` (samples, segments) int64; `tokens` the flat
+    payload of the whole batch; `unks` {sample index: (positions, segment indices,
+    surfaces)} and `lossy` {sample index: [round_trip.Lossy]} for the samples with any."""
+
+    lengths: np.ndarray
+    tokens: np.ndarray
+    unks: dict
+    lossy: dict
+
+
 class BatchEncoder:
-    """One dataset's encoder: `encode(texts)` -> (lengths, tokens, unks) for a batch whose
-    `texts[i]` are sample i's rendered field values in template order."""
+    """One dataset's encoder: `encode(texts)` -> `Encoded` for a batch whose `texts[i]`
+    are sample i's rendered field values in template order."""
 
     def __init__(self, plan, tokenizer):
         self._plan = plan
@@ -38,23 +53,35 @@ class BatchEncoder:
         self._dtype = np.uint16 if plan.token_dtype == "uint16" else np.uint32
         # Dialogue segments may come as (piece, is_plain) pieces (`render_dialogues`).
         self._may_have_pieces = plan.dataset.dialogue is not None
+        segments = plan.template.segments
+        self._fields = [i for i, s in enumerate(segments) if s.kind != "literal"]
+        # A SentencePiece chat template's own text keeps its symbols (`<s>`, `[INST]`) as
+        # ids; only the record's first segment starts a text (`encode_symbol_values`).
+        self._symbols = (plan.dataset.dialogue is not None and tokenizer.kind == "sentencepiece")
+        self._starts = [k == 0 and segments[0].kind != "literal" for k in range(len(self._fields))]
+        self._appended = tuple(plan.appended_ids.get(i, ()) for i in self._fields)
+        self._decoder = Decoder(tokenizer)
         self._literal_surfaces = {
             i: tokenizer.surfaces(s.content, [k for k, t in enumerate(plan.literal_ids[i])
                                               if t == plan.unk_id])
-            for i, s in enumerate(plan.template.segments)
+            for i, s in enumerate(segments)
             if s.kind == "literal" and plan.unk_id is not None
             and plan.unk_id in plan.literal_ids[i]}
 
-    def encode(self, texts: list[list[str]]):
-        """lengths: (samples, segments) int64; tokens: the flat payload of the whole batch;
-        unks: {sample index: (positions, segment indices, surfaces)} for samples with UNK."""
+    def encode(self, texts: list[list[str]]) -> Encoded:
         plan, tokenizer = self._plan, self._tokenizer
         flat = [t for row in texts for t in row]
-        if self._may_have_pieces:
-            encoded = encode_with_pieces(tokenizer, flat)
-        else:
-            encoded = tokenizer.encode_many(flat)
         m, n = len(texts), plan.n_segments
+        if self._symbols:
+            encoded, strips = encode_symbol_values(tokenizer, flat, self._starts * m)
+        elif self._may_have_pieces:
+            encoded, strips = encode_with_pieces(tokenizer, flat), None
+        else:
+            encoded, strips = tokenizer.encode_many(flat), None
+        lossy = self._lossy(flat, encoded, strips)
+        if any(self._appended):  # ids after a segment's text (a completion's EOS)
+            appended = self._appended * m
+            encoded = [ids + list(extra) if extra else ids for ids, extra in zip(encoded, appended)]
         pieces = []
         field_iter = iter(encoded)
         for _ in range(m):
@@ -65,7 +92,7 @@ class BatchEncoder:
         tokens = np.fromiter(itertools.chain.from_iterable(pieces), count=total, dtype=self._dtype)
         unks = {}
         if plan.unk_id is None:  # a byte-level tokenizer without UNK never makes one
-            return lengths, tokens, unks
+            return Encoded(lengths, tokens, unks, lossy)
         unk_at = np.flatnonzero(tokens == plan.unk_id)
         if len(unk_at):
             sample_of = np.repeat(np.arange(m), lengths.sum(axis=1))
@@ -75,7 +102,94 @@ class BatchEncoder:
                              for s in plan.template.segments]
                 unks[i] = unk_details(tokenizer, row_texts, pieces[i * n:(i + 1) * n],
                                       plan.unk_id, self._literal_surfaces)
-        return lengths, tokens, unks
+        return Encoded(lengths, tokens, unks, lossy)
+
+    def _lossy(self, flat, encoded, strips) -> dict:
+        """{sample index: [Lossy]}: the field segments whose ids do not decode to their
+        text (`round_trip`). `strips`: per value, whether it was encoded as the start of
+        a text (None: every value was, each encoded on its own)."""
+        decode, fields = self._decoder.decode, self._fields
+        nf = len(fields)
+        out: dict = {}
+        for index, (value, ids) in enumerate(zip(flat, encoded)):
+            text = value if type(value) is str else "".join(p for p, _ in value)
+            strip = True if strips is None else strips[index]
+            if decode(ids, strip) == text.encode("utf-8"):
+                continue
+            found = self._decoder.lossy(fields[index % nf], text, ids, strip)
+            if found is not None:
+                out.setdefault(index // nf, []).append(found)
+        return out
+
+
+def encode_symbol_values(tokenizer, flat: list, starts: list) -> tuple[list, list]:
+    """SentencePiece dialogue values -> (ids per value, whether each was encoded as the
+    start of a text). A chat template's own text is cut at every symbol of the model
+    (`tokenizer.symbols`: `<s>`, `</s>`, `[INST]`, `<start_of_turn>`), which becomes its
+    id; the text between is encoded as the continuation of one text
+    (`tokenizer.encode_runs`). Plain pieces (message content with symbol text in it)
+    are never cut at a symbol: content stays text. SentencePiece matches user-defined
+    symbols in any text it encodes, so plain text is cut inside such a match instead."""
+    pattern, user = symbol_patterns(tokenizer)
+    ids_of = tokenizer.symbols
+    runs, run_starts, layouts, strips = [], [], [], []
+    for value, start in zip(flat, starts):
+        items, buf = [], []
+
+        def flush():
+            run = "".join(buf)
+            buf.clear()
+            if run:
+                items.append(len(runs))
+                runs.append(run)
+                run_starts.append(start and len(items) == 1)
+
+        for text, plain in (((value, False),) if type(value) is str else value):
+            pos = 0
+            if plain:
+                while user is not None:
+                    match = user.search(text, pos)
+                    if match is None:
+                        break
+                    buf.append(text[pos:match.start() + 1])
+                    flush()
+                    pos = match.start() + 1
+                buf.append(text[pos:])
+                continue
+            for match in pattern.finditer(text):
+                buf.append(text[pos:match.start()])
+                flush()
+                items.append(-1 - ids_of[match.group()])  # a symbol: its id, negated
+                pos = match.end()
+            buf.append(text[pos:])
+        flush()
+        layouts.append(items)
+        strips.append(start and bool(items) and items[0] >= 0)
+    encoded = tokenizer.encode_runs(runs, run_starts) if runs else []
+    out = []
+    for items in layouts:
+        if len(items) == 1 and items[0] >= 0:
+            out.append(encoded[items[0]])
+            continue
+        ids = []
+        for item in items:
+            if item >= 0:
+                ids.extend(encoded[item])
+            else:
+                ids.append(-1 - item)
+        out.append(ids)
+    return out, strips
+
+
+def symbol_patterns(tokenizer):
+    """(any symbol, user-defined symbols or None) as regexes, longest first; cached."""
+    cached = getattr(tokenizer, "_symbol_patterns", None)
+    if cached is None:
+        user_ids = tokenizer.model.user_defined
+        cached = (special_pattern(list(tokenizer.symbols)),
+                  special_pattern([t for t, i in tokenizer.symbols.items() if i in user_ids]))
+        tokenizer._symbol_patterns = cached
+    return cached
 
 
 def encode_with_pieces(tokenizer, flat: list) -> list:

@@ -9,6 +9,7 @@ import json
 import numpy as np
 
 from mintdim_beam.core.errors import TokenDTypeCapacityError
+from mintdim_beam.core.round_trip import KINDS as ROUND_TRIP_KINDS
 
 FORMAT_VERSION = "0.2.1"  # the mintdim version whose output we reproduce byte for byte
 
@@ -16,6 +17,13 @@ SAMPLE_INDEX = "sample_index.jsonl"
 UNK_INDEX = "unk_index.jsonl"
 OVERFLOW_INDEX = "overflow_index.jsonl"
 DUPLICATE_INDEX = "duplicate_index.jsonl"
+LOSSY_INDEX = "lossy_index.jsonl"  # ours: samples whose ids do not decode to their text
+# Why `truncate` skipped a dialogue record (an overflow row's "reason", ours).
+CUT_REASON_CHAT = "no whole trained turn fits the largest unit"
+CUT_REASON_PREFERENCE = ("no preference left after truncation: the completions are cut to "
+                         "nothing or to the same tokens")
+CUT_REASON_BEFORE = "no trained tokens left after truncation"  # builds before 0.2.0
+CUT_REASONS = (CUT_REASON_CHAT, CUT_REASON_PREFERENCE, CUT_REASON_BEFORE)
 HISTOGRAM = "histogram.json"
 STATS = "stats.json"
 LENGTH_FIELD = "length_field.json"
@@ -108,6 +116,29 @@ def unk_row(sample_id, digest, source_file_json, source_line, positions, fields,
             f'"unk_positions": {_int_list(positions)}, "unk_field_indices": {_int_list(fields)}, '
             f'"unk_chars": {_json_list(chars)}'
             f'{"" if part is None else f", {chr(34)}part{chr(34)}: {part}"}}}\n')
+
+
+def lossy_row(sample_id, source_file_json, source_line, lossy, names, part=None) -> str:
+    """A `lossy_index.jsonl` row: the sample's lossy segments (indices, names, kinds) and
+    excerpts of the first one's source and decoded text (`round_trip.Lossy`)."""
+    first = lossy[0]
+    return (f'{{"sample_id": {sample_id}, "source_file": {source_file_json}, '
+            f'"source_line": {source_line}, "segments": {_int_list([x.segment for x in lossy])}, '
+            f'"segment_names": {_json_list([names[x.segment] for x in lossy])}, '
+            f'"kinds": {_json_list([x.kind for x in lossy])}, '
+            f'"source": {json_string(first.source)}, "decoded": {json_string(first.decoded)}'
+            f'{"" if part is None else f", {chr(34)}part{chr(34)}: {part}"}}}\n')
+
+
+def round_trip_doc(stats: dict, plan) -> dict:
+    """The manifest's `round_trip` block: the build's per-sample checks (written
+    records only) and the template's own findings (`template_checks`)."""
+    kinds = stats.get("lossy_kinds") or {}
+    return {"segments_checked": stats.get("segments_checked", 0),
+            "lossy_segments": stats.get("lossy_segments", 0),
+            "lossy_samples": stats.get("lossy_samples", 0),
+            "kinds": {kind: int(kinds.get(kind, 0)) for kind in ROUND_TRIP_KINDS},
+            "index": LOSSY_INDEX, "template": [dict(n) for n in plan.notices]}
 
 
 def duplicate_row(digest, members) -> str:

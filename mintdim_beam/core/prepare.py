@@ -4,7 +4,7 @@ instead of a loaded tokenizer (which they load themselves in `DoFn.setup`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from mintdim_beam.core import storage
 from mintdim_beam.core.chat import (BUILTIN_TEMPLATES, ChatTemplate, TemplateSourceError,
@@ -13,8 +13,11 @@ from mintdim_beam.core.config import Dataset
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, PipelineValidationError,
                                       TokenDTypeCapacityError)
 from mintdim_beam.core.sources import DialogueSource, dialogue_template
+from mintdim_beam.core.round_trip import Decoder
 from mintdim_beam.core.special_tokens import TokenizerFacts, resolve_facts
 from mintdim_beam.core.template import EDGE_NAMES, CompiledTemplate, Segment, compile_template
+from mintdim_beam.core.template_checks import chat_notices, encode_literal, literal_notices
+from mintdim_beam.core.tokenizer_card import build_card
 from mintdim_beam.core.tokenizers import load_tokenizer
 
 DTYPES = (("uint16", 0xFFFF, 2), ("uint32", 0xFFFFFFFF, 4))
@@ -34,6 +37,11 @@ class DatasetPlan:
     literal_unk_segments: tuple  # indices of literal segments whose ids contain UNK
     facts: TokenizerFacts | None = None  # special tokens, chat template (`special_tokens`)
     chat_template: ChatTemplate | None = None  # dialogue datasets with a template
+    # {segment index: ids after the segment's text}: a preference completion's EOS
+    appended_ids: dict = field(default_factory=dict)
+    notices: tuple = ()  # the template's text against the tokenizer (`template_checks`)
+    card: dict = field(default_factory=dict)  # the tokenizer card (`tokenizer_card`)
+    on_lossy: str = "continue"  # a lossy sample: recorded, or the build fails ("abort")
 
     @property
     def n_segments(self) -> int:
@@ -60,13 +68,19 @@ def prepare(dataset: Dataset) -> DatasetPlan:
     tokenizer = load_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
                                dataset.tokenizer_given)
     facts = resolve_facts(tokenizer, dataset.tokenizer_options, dataset.tokenizer_given)
+    literal_specials = dataset.tokenizer_options.literal_specials
+    decoder = Decoder(tokenizer)
     if dataset.dialogue is None:
         template = compile_template(dataset.template, list(dataset.fields), dataset.files[0].given)
         chat = None
+        notices = literal_notices(tokenizer, decoder, template.segments,
+                                  f"template of {dataset.files[0].given}", literal_specials)
     else:
         template = dialogue_template(dataset.dialogue)
         chat = load_chat_template(dataset.dialogue, facts)
-    compiled = with_edges(template, facts)
+        notices = ([] if chat is None else
+                   chat_notices(tokenizer, decoder, chat, f"chat template {chat.name!r}"))
+    compiled, appended = with_edges(template, facts, dataset.dialogue)
     dtype, magic, width = select_dtype(tokenizer.vocab_size)
     check_unit_sizes(dataset.sizes, dtype, magic, tokenizer.vocab_size)
     literal_ids = []
@@ -78,7 +92,7 @@ def prepare(dataset: Dataset) -> DatasetPlan:
         if segment.name in EDGE_NAMES:  # the model's own id, never its text encoded
             literal_ids.append((getattr(facts, segment.name).id,))
             continue
-        ids = tuple(tokenizer.encode_many([segment.content])[0])
+        ids = tuple(encode_literal(tokenizer, segment.content, literal_specials)[0])
         literal_ids.append(ids)
         if tokenizer.unk_id is not None and tokenizer.unk_id in ids:
             unk_segments.append(index)
@@ -86,7 +100,8 @@ def prepare(dataset: Dataset) -> DatasetPlan:
         dataset=dataset, template=compiled, vocab_size=tokenizer.vocab_size,
         unk_id=tokenizer.unk_id, pad_id=facts.pad.id, token_dtype=dtype, magic=magic,
         bytes_per_token=width, literal_ids=tuple(literal_ids),
-        literal_unk_segments=tuple(unk_segments), facts=facts, chat_template=chat)
+        literal_unk_segments=tuple(unk_segments), facts=facts, chat_template=chat,
+        appended_ids=appended, notices=tuple(notices), card=build_card(tokenizer, facts))
 
 
 def load_chat_template(dialogue: DialogueSource, facts: TokenizerFacts) -> ChatTemplate | None:
@@ -115,13 +130,21 @@ def load_chat_template(dialogue: DialogueSource, facts: TokenizerFacts) -> ChatT
         raise PipelineValidationError(missing=[f"source.chat_template: {exc}"]) from None
 
 
-def with_edges(compiled: CompiledTemplate, facts: TokenizerFacts) -> CompiledTemplate:
+def with_edges(compiled: CompiledTemplate, facts: TokenizerFacts,
+               dialogue: DialogueSource | None = None) -> tuple[CompiledTemplate, dict]:
     """The template with a `bos` literal segment first and an `eos` one last when the
     tokenizer block asks for them; their content is the token's text, their id comes
-    from the tokenizer (SentencePiece would encode `<s>` as characters)."""
+    from the tokenizer (SentencePiece would encode `<s>` as characters). A preference
+    pair's EOS ends each completion instead (`chosen` and `rejected` are two sequences
+    that share the prompt): returned as {segment index: ids appended to its text}."""
     segments = compiled.segments
+    appended = {}
     if facts.add_bos:
         segments = (Segment("literal", "bos", facts.bos.token or ""),) + segments
-    if facts.add_eos:
+    if facts.add_eos and dialogue is not None and dialogue.kind == "preference":
+        appended = {i: (facts.eos.id,) for i, s in enumerate(segments) if s.kind == "trained"}
+    elif facts.add_eos:
         segments = segments + (Segment("literal", "eos", facts.eos.token or ""),)
-    return compiled if segments == compiled.segments else replace(compiled, segments=segments)
+    if segments != compiled.segments:
+        compiled = replace(compiled, segments=segments)
+    return compiled, appended

@@ -31,10 +31,9 @@ class DialogueLayout:
         self.key = _LIST_KEYS.get(dialogue.format)
         self.template = plan.chat_template
         self.max_turns, self.on_extra_turns = dialogue.max_turns, dialogue.on_extra_turns
-        # SentencePiece reads no special tokens out of text, and pieces encoded apart would
-        # each get its own dummy prefix: only Hugging Face tokenizers need plain spans.
-        hf = plan.dataset.tokenizer_kind == "hf_json"
-        self.special_tokens = plan.facts.special_tokens if hf and plan.facts else ()
+        # Message content holding special-token text is kept as plain text: its spans
+        # are encoded without reading tokens out of them (`encode_batch`).
+        self.special_tokens = plan.facts.special_tokens if plan.facts else ()
         self.split = self.kind == "chat" and self.on_extra_turns == "split"
 
     def records(self, row) -> tuple[list, int | None]:

@@ -17,7 +17,8 @@ from mintdim_beam.core import storage
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecialTokenError,
                                       TokenizerValidationError)
 
-OPTION_KEYS = ("config", "pad_token", "pad_id", "bos", "eos")
+OPTION_KEYS = ("config", "pad_token", "pad_id", "bos", "eos", "literal_specials")
+LITERAL_SPECIALS = ("text", "ids")
 BLOCK_KEYS = ("type", "files") + OPTION_KEYS
 
 # Where a special id came from (the manifest's `special_tokens.<name>.source`).
@@ -39,6 +40,10 @@ class TokenizerOptions:
     pad_id: int | None = None
     bos: bool = False
     eos: bool = False
+    # How special-token text in a JSONL template's literals is encoded: None as the
+    # tokenizer does (SentencePiece: text, as mintdim 0.2.1; Hugging Face: ids), "ids"
+    # or "text" (`template_checks.encode_literal`).
+    literal_specials: str | None = None
 
 
 def check_options(block: dict) -> TokenizerOptions:
@@ -69,11 +74,17 @@ def check_options(block: dict) -> TokenizerOptions:
             component="pad_token", problem="give tokenizer.pad_token or tokenizer.pad_id, not both")
     bos = given("bos", (bool,), "true or false")
     eos = given("eos", (bool,), "true or false")
+    literal_specials = given("literal_specials", (str,), "'text' or 'ids'")
+    if literal_specials is not None and literal_specials not in LITERAL_SPECIALS:
+        raise TokenizerValidationError(
+            component="literal_specials",
+            problem=f"tokenizer.literal_specials must be 'text' or 'ids', got {literal_specials!r}")
     if config is not None and not storage.is_file(storage.resolve(config)):
         raise MintDimFileNotFoundError(context="tokenizer config", missing_file=config)
     return TokenizerOptions(
         config_given=config, config_path=None if config is None else storage.resolve(config),
-        pad_token=pad_token, pad_id=pad_id, bos=bool(bos), eos=bool(eos))
+        pad_token=pad_token, pad_id=pad_id, bos=bool(bos), eos=bool(eos),
+        literal_specials=literal_specials)
 
 
 @dataclass(frozen=True)
@@ -93,8 +104,9 @@ class TokenizerFacts:
     `bos_token` / `eos_token` are the token strings (from the tokenizer config, else the
     SentencePiece model's pieces); `bos` / `eos` their ids when the vocabulary has them.
     `add_bos` / `add_eos`: the build puts them around every sample as their own segments.
-    `special_tokens`: the strings of the tokenizer's special tokens (Hugging Face added
-    tokens with special=True; SentencePiece control and unknown pieces)."""
+    `special_tokens`: the strings of the tokenizer's special tokens, which message content
+    holding them keeps as plain text (Hugging Face added tokens with special=True;
+    SentencePiece control, unknown and user-defined pieces)."""
 
     pad: SpecialToken
     unk: SpecialToken | None
@@ -232,5 +244,5 @@ def resolve_facts(tokenizer, options: TokenizerOptions, shown: str) -> Tokenizer
     return TokenizerFacts(
         pad=pad, unk=unk, bos=edges["bos"], eos=edges["eos"], bos_token=text("bos"),
         eos_token=text("eos"), chat_template=config.get("chat_template"),
-        special_tokens=tuple(tokenizer.special_tokens()), add_bos=options.bos,
+        special_tokens=tuple(tokenizer.template_tokens()), add_bos=options.bos,
         add_eos=options.eos)

@@ -9,6 +9,7 @@ pad or truncate on the tokenizer side.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from mintdim_beam.core import storage
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecialTokenError,
@@ -24,7 +25,9 @@ class SentencePieceTokenizer:
     def __init__(self, data: bytes, display_path: str):
         import sentencepiece as spm
 
+        self._data = data
         self._sp = spm.SentencePieceProcessor(model_proto=data)
+        self._inner_sp = None  # the same model without its dummy prefix (`_inner`)
         self.vocab_size = int(self._sp.get_piece_size())
         self.unk_id = _require_id(int(self._sp.unk_id()), "unk_id", display_path,
                                   f"SentencePiece returned unk_id={self._sp.unk_id()}")
@@ -34,12 +37,57 @@ class SentencePieceTokenizer:
         self.model_bos_id = _declared(self._sp.bos_id())
         self.model_eos_id = _declared(self._sp.eos_id())
         self.byte_level = False
+        self.model = sp_model_facts(data)
+        sp = self._sp
+        self.byte_ids = frozenset(i for i in range(self.vocab_size) if sp.is_byte(i))
+        # Pieces a template's own text means as ids: control (`<s>`, `[INST]`),
+        # unknown and user-defined symbols. Never looked for in message content.
+        self.symbols = {sp.id_to_piece(i): i for i in range(self.vocab_size)
+                        if (sp.is_control(i) or sp.is_unknown(i) or i in self.model.user_defined)
+                        and sp.id_to_piece(i)}
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return self._sp.encode(texts, out_type=int, num_threads=self.threads)
 
     # SentencePiece never reads special tokens out of text: plain text is any text.
     encode_plain_many = encode_many
+
+    def _inner(self):
+        """The model with `add_dummy_prefix` off: text that continues a record after a
+        special token or a segment boundary gets no '▁' of its own (as Hugging Face's
+        Metaspace with prepend_scheme "first" and `legacy=False` tokenizers do)."""
+        if self._inner_sp is None:
+            import sentencepiece as spm
+            from sentencepiece import sentencepiece_model_pb2
+
+            proto = sentencepiece_model_pb2.ModelProto()
+            proto.ParseFromString(self._data)
+            proto.normalizer_spec.add_dummy_prefix = False
+            self._inner_sp = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+        return self._inner_sp
+
+    def encode_runs(self, runs: list[str], starts: list[bool]) -> list[list[int]]:
+        """Runs of template text between special tokens: a run that starts a record
+        encodes as the model encodes a text; any other run as the continuation of one
+        (no dummy prefix; a model that removes extra whitespace keeps one '▁' for a run
+        that starts with whitespace, as it would inside one text)."""
+        collapse = self.model.remove_extra_whitespaces
+        first = [i for i, (run, start) in enumerate(zip(runs, starts))
+                 if start or (collapse and run[:1].isspace())]
+        out = [None] * len(runs)
+        if first:
+            for i, ids in zip(first, self.encode_many([runs[i] for i in first])):
+                out[i] = ids
+        rest = [i for i, ids in enumerate(out) if ids is None]
+        if rest:
+            inner = self._inner().encode([runs[i] for i in rest], out_type=int,
+                                         num_threads=self.threads)
+            for i, ids in zip(rest, inner):
+                out[i] = ids
+        return out
+
+    def decode_many(self, ids: list[list[int]]) -> list[str]:
+        return self._sp.decode(ids)
 
     def surfaces(self, text: str, positions: list[int]) -> list[str]:
         """Source substring of the tokens at `positions`: SentencePiece's piece surface."""
@@ -57,11 +105,52 @@ class SentencePieceTokenizer:
     def token_text(self, token_id: int) -> str:
         return self._sp.id_to_piece(int(token_id))
 
+    def pieces(self, ids) -> list[str]:
+        return [self._sp.id_to_piece(int(i)) for i in ids]
+
     def special_tokens(self) -> list[str]:
         """The control and unknown pieces (`<s>`, `</s>`, `<pad>`, `<unk>`, ...)."""
         sp = self._sp
         return [sp.id_to_piece(i) for i in range(self.vocab_size)
                 if sp.is_control(i) or sp.is_unknown(i)]
+
+    def template_tokens(self) -> list[str]:
+        """Text a chat template may write for a token: every symbol (control, unknown
+        and user-defined pieces); message content holding one is kept as plain text."""
+        return list(self.symbols)
+
+
+@dataclass(frozen=True)
+class SentencePieceModel:
+    """What a `.model` file says beyond the processor's API: how it normalizes text and
+    which pieces are user-defined symbols (matched in any text) or bytes."""
+
+    model_type: str
+    normalizer: str
+    add_dummy_prefix: bool
+    remove_extra_whitespaces: bool
+    escape_whitespaces: bool
+    treat_whitespace_as_suffix: bool
+    byte_fallback: bool
+    user_defined: frozenset
+
+
+def sp_model_facts(data: bytes) -> SentencePieceModel:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(data)
+    norm, trainer = proto.normalizer_spec, proto.trainer_spec
+    types = sentencepiece_model_pb2.TrainerSpec.ModelType
+    user = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
+    return SentencePieceModel(
+        model_type=types.Name(trainer.model_type).lower(), normalizer=norm.name or "identity",
+        add_dummy_prefix=bool(norm.add_dummy_prefix),
+        remove_extra_whitespaces=bool(norm.remove_extra_whitespaces),
+        escape_whitespaces=bool(norm.escape_whitespaces),
+        treat_whitespace_as_suffix=bool(trainer.treat_whitespace_as_suffix),
+        byte_fallback=bool(trainer.byte_fallback),
+        user_defined=frozenset(i for i, p in enumerate(proto.pieces) if p.type == user))
 
 
 class HuggingFaceTokenizer:
@@ -73,7 +162,8 @@ class HuggingFaceTokenizer:
         text = data.decode("utf-8")
         self._tk = Tokenizer.from_str(text)
         spec = json.loads(text)
-        self._spec = spec
+        self.spec = spec
+        self.symbols = None  # added tokens: the tokenizer itself reads them out of text
         self.vocab_size = int(self._tk.get_vocab_size())
         self.byte_level = _is_byte_level(spec)
         self.unk_id = _hf_unk_id(self._tk, spec, display_path, self.byte_level)
@@ -108,10 +198,19 @@ class HuggingFaceTokenizer:
     def token_text(self, token_id: int) -> str | None:
         return self._tk.id_to_token(int(token_id))
 
+    def pieces(self, ids) -> list[str | None]:
+        return [self._tk.id_to_token(int(i)) for i in ids]
+
+    def decode_many(self, ids: list[list[int]]) -> list[str]:
+        return self._tk.decode_batch(ids, skip_special_tokens=False)
+
     def special_tokens(self) -> list[str]:
         """The added tokens marked special=True, in tokenizer.json order."""
-        return [t["content"] for t in self._spec.get("added_tokens") or []
+        return [t["content"] for t in self.spec.get("added_tokens") or []
                 if isinstance(t, dict) and t.get("special") and isinstance(t.get("content"), str)]
+
+    # Message content with special-token text is encoded plain (`encode_plain_many`).
+    template_tokens = special_tokens
 
 
 def _declared(value) -> int | None:

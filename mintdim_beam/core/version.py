@@ -1,2 +1,2 @@
 """Our version, recorded in every manifest (`mintdim_beam_version`)."""
-__version__ = "0.1.0"
+__version__ = "0.2.0"

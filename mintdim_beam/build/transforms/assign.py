@@ -16,10 +16,11 @@ from mintdim_beam.build.transforms.duplicates import hash_ref, hashes_path, writ
 from mintdim_beam.build.transforms.gather import ApplyToAll
 from mintdim_beam.build.transforms.spill import SpilledBatch, load
 from mintdim_beam.build.transforms.stage import (BlockRange, block_path, block_sections,
-                                                 overflow_path, unit_records)
-from mintdim_beam.build.units import Candidate, assign_declared, kept_lengths
+                                                 overflow_path, segment_gather, unit_records)
+from mintdim_beam.build.units import Candidate, Truncation, assign_declared
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
+from mintdim_beam.core.template import EDGE_NAMES
 
 HASHES = "hashes"
 INDEX_PARTS = "index_parts"
@@ -58,7 +59,8 @@ def declared_units(plans, element):
 def overflow_candidates(plans, element):
     """Samples longer than the largest declared size: the only order-dependent ones.
     One element per batch that has any: (chunk key, int64 rows of (j, local sample,
-    local line, token count)). One array, not a tuple per sample: the decision reads
+    local line, token count, trained tokens a truncation keeps or -1, part or -1, tokens
+    a truncation keeps)). One array, not a tuple per sample: the decision reads
     them as a side input, which Beam weighs object by object (0.05 s of the step for
     5,000 candidates as tuples)."""
     chunk_key, batch = element
@@ -70,36 +72,68 @@ def overflow_candidates(plans, element):
     js = np.nonzero(totals > plan.dataset.sizes[-1])[0]
     if len(js):
         trained_kept = np.full(len(js), -1, dtype=np.int64)  # -1: not a dialogue
-        trained, even = truncation_rule(plan)
-        if trained is not None:  # what truncation would leave to train on
-            kept = kept_lengths(batch["lengths"][js], plan.dataset.sizes[-1], trained, even)
-            trained_kept = kept[:, trained].sum(axis=1)
+        rule = truncation_rule(plan)
+        full = batch["lengths"][js]
+        kept = rule.cut(full, plan.dataset.sizes[-1])  # what truncation would keep
+        if rule.trained:  # and leave to train on
+            trained_kept = rule.trained_tokens(kept)
+            if rule.mode == "even":  # a pair cut to the same tokens holds no preference
+                starts = token_starts(plan, batch)[js]
+                same = [_same_completions(rule, batch["tokens"], start, f, k)
+                        for start, f, k in zip(starts.tolist(), full, kept)]
+                trained_kept[np.asarray(same, dtype=bool)] = 0
         parts = batch["parts"][js] if "parts" in batch else np.full(len(js), -1)
         yield chunk_key, np.stack([js, batch["samples"][js], batch["lines"][js], totals[js],
-                                   trained_kept, parts], axis=1).astype(np.int64)
+                                   trained_kept, parts, kept.sum(axis=1)], axis=1).astype(np.int64)
 
 
-def remap_unks(details, full, kept):
+def remap_unks(details, full, kept, tails=None):
     """A sample's UNK (positions, segment indices, surfaces) after its segments were cut
-    to `kept` tokens each (from `full`): positions move with their segment."""
+    to `kept` tokens each (from `full`): positions move with their segment; a segment
+    that keeps its last `tails` tokens (an EOS, never an UNK) keeps its UNKs before them."""
     old_starts, new_starts = np.cumsum(full) - full, np.cumsum(kept) - kept
+    heads = kept if tails is None else kept - tails
     out = ([], [], [])
     for position, segment, surface in zip(*details):
         offset = position - old_starts[segment]
-        if offset < kept[segment]:
+        if offset < heads[segment]:
             out[0].append(int(new_starts[segment] + offset))
             out[1].append(segment)
             out[2].append(surface)
     return out
 
 
-def truncation_rule(plan) -> tuple:
-    """(trained-segment mask, even) of a dialogue dataset, (None, False) otherwise:
-    preference pairs cut both completions evenly, dialogues from the end."""
+def truncation_rule(plan) -> Truncation:
+    """The dataset's `Truncation`: JSONL records from the end, chat records by whole
+    turns, preference pairs evenly; the bos / eos ids always kept."""
+    segments = plan.template.segments
+    protected = tuple(i for i, s in enumerate(segments)
+                      if s.kind == "literal" and s.name in EDGE_NAMES)
     if plan.dataset.dialogue is None:
-        return None, False
-    trained = np.array([s.kind == "trained" for s in plan.template.segments])
-    return trained, plan.dataset.dialogue.kind == "preference"
+        return Truncation("tail", protected)
+    trained = tuple(i for i, s in enumerate(segments) if s.kind == "trained")
+    tails = tuple(len(plan.appended_ids.get(i, ())) for i in range(len(segments)))
+    mode = "even" if plan.dataset.dialogue.kind == "preference" else "turns"
+    return Truncation(mode, protected, trained, tails)
+
+
+def token_starts(plan, batch) -> np.ndarray:
+    """Where each sample's tokens start in `batch["tokens"]`: a staged batch holds only
+    the samples past the declared units (`StageRecords`), the others' are in its block."""
+    totals = batch["lengths"].sum(axis=1)
+    if batch.get("staged", False):
+        totals = np.where(assign_declared(plan.dataset.sizes, totals) == 0, totals, 0)
+    return np.cumsum(totals) - totals
+
+
+def _same_completions(rule: Truncation, tokens, start: int, full, kept) -> bool:
+    """Whether a pair's two completions, cut to `kept`, are the same tokens."""
+    tails = rule.segment_tails(full[None, :], kept[None, :])
+    index = segment_gather(np.asarray([start]), full[None, :], kept[None, :], tails)
+    ends = np.cumsum(kept)
+    chosen, rejected = rule.trained
+    return bool(np.array_equal(tokens[index][ends[chosen] - kept[chosen]:ends[chosen]],
+                               tokens[index][ends[rejected] - kept[rejected]:ends[rejected]]))
 
 
 def number_candidates(candidates, datasets, numbering) -> dict:
@@ -114,8 +148,9 @@ def number_candidates(candidates, datasets, numbering) -> dict:
                       token_count=token_count, source_file=source_file,
                       source_line=line_offset + local_line + 1,
                       trained_kept=None if trained_kept < 0 else trained_kept,
-                      part=None if part < 0 else part)
-            for j, local_sample, local_line, token_count, trained_kept, part in entries.tolist())
+                      part=None if part < 0 else part, kept=None if kept < 0 else kept)
+            for j, local_sample, local_line, token_count, trained_kept, part, kept
+            in entries.tolist())
     return by_ds
 
 
@@ -170,16 +205,20 @@ class AssignFn(beam.DoFn):
             if cut:
                 keep[j] = unit
                 truncated.append(j)
-        full = lengths
+        full, tails = lengths, None
         if truncated:
-            trained, even = truncation_rule(plan)
+            rule = truncation_rule(plan)
             lengths = lengths.copy()
-            lengths[truncated] = kept_lengths(lengths[truncated], keep[truncated], trained, even)
-            if even:  # both completions cut: UNK positions move with them
+            lengths[truncated] = rule.cut(lengths[truncated], keep[truncated])
+            keep[truncated] = lengths[truncated].sum(axis=1)  # a cut may leave room unused
+            tails = rule.segment_tails(full, lengths)
+            if not rule.plain:  # segments cut apart: UNK positions move with them
+                unks = dict(batch["unks"])
                 for j in truncated:
-                    if j in batch["unks"]:
-                        batch = {**batch, "unks": {**batch["unks"], j: remap_unks(
-                            batch["unks"][j], full[j], lengths[j])}}
+                    if j in unks:
+                        unks[j] = remap_unks(unks[j], full[j], lengths[j],
+                                             None if tails is None else tails[j])
+                batch = {**batch, "unks": unks}
 
         # Rank within the unit = earlier batches' count (prefix sum) + order in this batch.
         written = np.nonzero(units > 0)[0]
@@ -217,6 +256,15 @@ class AssignFn(beam.DoFn):
                                             None if parts is None else parts[j]))
                 unk_samples += 1
                 unk_tokens += len(kept)
+        lossy, names = batch.get("lossy") or {}, plan.template.sequence_template
+        lossy_rows, lossy_kinds, lossy_segments = [], Counter(), 0
+        for j in sorted(lossy):
+            if unit_l[j]:
+                found = lossy[j]
+                lossy_rows.append(fmt.lossy_row(sample_ids[j], file_json, lines[j], found, names,
+                                                None if parts is None else parts[j]))
+                lossy_segments += len(found)
+                lossy_kinds.update(x.kind for x in found)
         # Hash entries travel in buckets (`hash_bucket_count`), not one element per sample:
         # ((dataset, bucket), (raw digests, sample ids, file, lines)); for a staged (local)
         # dataset the batch's entries go to one scratch file, sorted by bucket, and only
@@ -267,7 +315,7 @@ class AssignFn(beam.DoFn):
                         block, sections[unit] + int(block_index[js[0]]) * width, len(js) * width))
                     continue
                 records = unit_records(plan, unit, tokens, starts[js], keep[js], lengths[js],
-                                       full[js]).tobytes()
+                                       full[js], None if tails is None else tails[js]).tobytes()
                 if not staged:
                     yield key, (rank, records)
                     continue
@@ -282,12 +330,17 @@ class AssignFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("sample", chunk_key, "".join(sample_rows)))
         if unk_rows:
             yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("unk", chunk_key, "".join(unk_rows)))
+        if lossy_rows:
+            yield beam.pvalue.TaggedOutput(INDEX_PARTS, ("lossy", chunk_key, "".join(lossy_rows)))
         if idx:
             counts = np.unique(units[written], return_counts=True)
             yield beam.pvalue.TaggedOutput(STATS, (ds, {
                 "total_samples": len(idx), "total_tokens": int(keep[written].sum()),
                 "samples_with_unk": unk_samples, "unk_tokens": unk_tokens,
-                "unit_distribution": dict(zip(counts[0].tolist(), counts[1].tolist()))}))
+                "unit_distribution": dict(zip(counts[0].tolist(), counts[1].tolist())),
+                "segments_checked": len(idx) * plan.literal_ids.count(None),  # field segments
+                "lossy_segments": lossy_segments, "lossy_samples": len(lossy_rows),
+                "lossy_kinds": dict(lossy_kinds)}))
 
 
 class UnitOffsets(beam.PTransform):

@@ -28,7 +28,8 @@ from mintdim_beam.core.source import long_line_reason
 # Columns of a dataset's candidate table; -1 stands for None (and for the batch and j
 # of a line that was never tokenized).
 SID, FILE, RANGE, BATCH, J, LINE, SOURCE_LINE, TOKENS, TRAINED_KEPT, PART, LINE_BYTES, \
-    TRAINED_TURNS = range(12)
+    TRAINED_TURNS, KEPT = range(13)
+COLUMNS = 13
 _CHUNK = 4096  # candidates made into objects (and rows into text) at a time
 
 
@@ -56,11 +57,11 @@ def candidate_tables(candidates, long_lines, numbering) -> dict:
         rows[chunk_key[0]] = rows.get(chunk_key[0], 0) + len(entries)
     for pending in long_lines:
         rows[pending.dataset] = rows.get(pending.dataset, 0) + 1
-    tables = {ds: np.full((n, 12), -1, dtype=np.int64) for ds, n in rows.items()}
+    tables = {ds: np.full((n, COLUMNS), -1, dtype=np.int64) for ds, n in rows.items()}
     filled = dict.fromkeys(rows, 0)
     for (ds, file_pos, range_no, batch_no), entries in candidates:
         line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
-        j, local_sample, local_line, tokens, trained_kept, part = np.asarray(entries).T
+        j, local_sample, local_line, tokens, trained_kept, part, kept = np.asarray(entries).T
         at = filled[ds]
         table = tables[ds][at:at + len(j)]
         filled[ds] = at + len(j)
@@ -69,6 +70,7 @@ def candidate_tables(candidates, long_lines, numbering) -> dict:
             file_pos, range_no, batch_no, j
         table[:, SOURCE_LINE] = line_offset + local_line + 1
         table[:, TOKENS], table[:, TRAINED_KEPT], table[:, PART] = tokens, trained_kept, part
+        table[:, KEPT] = kept
     for pending in long_lines:
         line_offset, sample_offset = numbering[pending.order[:3]]
         row = tables[pending.dataset][filled[pending.dataset]]
@@ -88,18 +90,20 @@ def _none(value: int):
 
 def _candidates(ds: int, rows: np.ndarray, files):
     """The table's rows as `Candidate`s, as the interactive plan numbers them."""
-    for sid, fp, rn, bn, j, line, source_line, tokens, kept, part, nbytes, turns \
+    for sid, fp, rn, bn, j, line, source_line, tokens, trained, part, nbytes, turns, kept \
             in rows.tolist():
         yield Candidate(order=(ds, fp, rn, bn, j, line), sample_id=sid,
                         token_count=_none(tokens), source_file=files[fp].given,
                         source_line=source_line, line_bytes=_none(nbytes),
-                        trained_kept=_none(kept), trained_turns=_none(turns), part=_none(part))
+                        trained_kept=_none(trained), trained_turns=_none(turns),
+                        part=_none(part), kept=_none(kept))
 
 
 def decide_dataset(ds: int, table: np.ndarray, plan, choose) -> Decided:
     """Decide a dataset's candidates in table order, writing its overflow rows."""
     dataset = plan.dataset
-    decide = OverflowDecider(dataset.sizes, choose, capacity=plan.magic)
+    decide = OverflowDecider(dataset.sizes, choose, capacity=plan.magic,
+                             empty_cut_reason=empty_cut_reason(plan))
     units = np.full(len(table), -1, dtype=np.int64)
     truncated = np.zeros(len(table), dtype=np.int64)
 
@@ -133,10 +137,18 @@ def decide_dataset(ds: int, table: np.ndarray, plan, choose) -> Decided:
     return Decided(decide.sizes, decide.abort, decide.abort_reason, path, by_batch)
 
 
+def empty_cut_reason(plan) -> str | None:
+    """Why `truncate` skipped a dialogue record (None: the decider's default)."""
+    dialogue = plan.dataset.dialogue
+    if dialogue is None:
+        return None
+    return fmt.CUT_REASON_PREFERENCE if dialogue.kind == "preference" else fmt.CUT_REASON_CHAT
+
+
 def _decide(candidates, plans, numbering, choosers, long_lines=()) -> Packed:
     """{dataset: Decided}, packed."""
     tables = candidate_tables(candidates, long_lines, numbering)
-    empty = np.zeros((0, 12), dtype=np.int64)
+    empty = np.zeros((0, COLUMNS), dtype=np.int64)
     return Packed({ds: decide_dataset(ds, tables.get(ds, empty), plans[ds], choosers[ds])
                    for ds in plans})
 

@@ -4,6 +4,8 @@ write manifest.json last, so its presence means the build completed.
 """
 from __future__ import annotations
 
+import json
+
 import apache_beam as beam
 
 from mintdim_beam.build.transforms.gather import ApplyToAll
@@ -23,6 +25,17 @@ def first_error(pending_errors, numbering, datasets):
         return None
     first = min(pending_errors, key=lambda e: e.order)
     return resolve(first, numbering, datasets)
+
+
+def first_lossy(plan, part_path: str) -> dict:
+    """The payload of a `SampleRoundTripError` for the first lossy sample (the first
+    row of the first part: parts are in sample order)."""
+    first = storage.read_bytes(part_path).split(b"\n", 1)[0]
+    row = json.loads(first)
+    return {"class": "SampleRoundTripError", "kwargs": {
+        "file": row["source_file"], "line": row["source_line"],
+        "segment": row["segment_names"][0], "kind": row["kinds"][0],
+        "source": row["source"], "decoded": row["decoded"]}}
 
 
 class FirstError(beam.PTransform):
@@ -59,10 +72,14 @@ class FinalizeFn(beam.DoFn):
         def write(name, text):
             storage.write_text_atomic(storage.join(out, name), text, out)
 
-        for kind, name in (("sample", fmt.SAMPLE_INDEX), ("unk", fmt.UNK_INDEX)):
-            parts = sorted((key, path) for k, key, path in index_parts
-                           if k == kind and key[0] == ds)
-            storage.concat_atomic(storage.join(out, name), [p for _, p in parts], out)
+        parts = {}
+        for kind, name in (("sample", fmt.SAMPLE_INDEX), ("unk", fmt.UNK_INDEX),
+                           ("lossy", fmt.LOSSY_INDEX)):
+            parts[kind] = [p for _, p in sorted((key, path) for k, key, path in index_parts
+                                                if k == kind and key[0] == ds)]
+            if kind == "lossy" and parts[kind] and plan.on_lossy == "abort":
+                raise WorkerFailure(first_lossy(plan, parts[kind][0]))
+            storage.concat_atomic(storage.join(out, name), parts[kind], out)
         dups = sorted((part, path, groups, samples)
                       for d, part, path, groups, samples in dup_parts if d == ds)
         storage.concat_atomic(storage.join(out, fmt.DUPLICATE_INDEX), [d[1] for d in dups], out)
@@ -84,6 +101,8 @@ class FinalizeFn(beam.DoFn):
             ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
         if plan.facts is not None:  # each special id and where it came from
             ours["special_tokens"] = plan.facts.manifest_block()
+        ours["round_trip"] = fmt.round_trip_doc(summary, plan)
+        ours["tokenizer_card"] = plan.card
         manifest = fmt.manifest_doc(plan, sizes, ours)
         storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out)
         self._faults.check(ds)

@@ -47,18 +47,31 @@ def gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.arange(int(counts.sum())) + np.repeat(starts - offsets, counts)
 
 
-def unit_records(plan, unit: int, tokens, starts, counts, lengths, full=None) -> np.ndarray:
+def unit_records(plan, unit: int, tokens, starts, counts, lengths, full=None,
+                 tails=None) -> np.ndarray:
     """Records of `unit` for the samples whose payloads are `tokens[starts[i]:][:counts[i]]`
     and whose segment lengths are the rows of `lengths`. With `full` (the lengths before
-    truncation), each segment's first `lengths` tokens are taken instead: a preference
-    pair cut evenly keeps the start of both completions."""
+    truncation), each segment's first tokens are taken instead (`segment_gather`): a
+    record cut apart keeps its ends, a preference pair the start of both completions."""
     if full is None or np.array_equal(full, lengths):
         index = gather_index(starts, counts)
     else:
-        segment_starts = starts[:, None] + np.cumsum(full, axis=1) - full
-        index = gather_index(segment_starts.ravel(), lengths.ravel())
+        index = segment_gather(starts, full, lengths, tails)
     return fmt.build_records(tokens[index], lengths, unit, plan.magic, plan.pad_id,
                              plan.token_dtype)
+
+
+def segment_gather(starts, full, lengths, tails=None) -> np.ndarray:
+    """Indices of each sample's kept tokens, segment by segment: the first `lengths -
+    tails` tokens of each segment (of `full` length, from `starts`), then its last
+    `tails` (a completion's EOS kept when the completion is cut)."""
+    segment_starts = starts[:, None] + np.cumsum(full, axis=1) - full
+    if tails is None:
+        return gather_index(segment_starts.ravel(), lengths.ravel())
+    heads = lengths - tails
+    ranges = np.stack([segment_starts, segment_starts + full - tails], axis=2)
+    counts = np.stack([heads, tails], axis=2)
+    return gather_index(ranges.ravel(), counts.ravel())
 
 
 def block_sections(plan, declared: np.ndarray) -> dict:

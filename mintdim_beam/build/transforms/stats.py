@@ -5,17 +5,20 @@ from collections import Counter
 
 import apache_beam as beam
 
-_SCALARS = ("total_samples", "total_tokens", "samples_with_unk", "unk_tokens")
+_SCALARS = ("total_samples", "total_tokens", "samples_with_unk", "unk_tokens",
+            "segments_checked", "lossy_segments", "lossy_samples")
+_COUNTERS = ("unit_distribution", "lossy_kinds")
 
 
 class StatsCombineFn(beam.CombineFn):
     def create_accumulator(self):
-        return {**{k: 0 for k in _SCALARS}, "unit_distribution": Counter()}
+        return {**{k: 0 for k in _SCALARS}, **{k: Counter() for k in _COUNTERS}}
 
     def add_input(self, acc, partial):
         for key in _SCALARS:
-            acc[key] += partial[key]
-        acc["unit_distribution"].update(partial["unit_distribution"])
+            acc[key] += partial.get(key, 0)
+        for key in _COUNTERS:
+            acc[key].update(partial.get(key) or {})
         return acc
 
     def merge_accumulators(self, accumulators):
@@ -25,8 +28,7 @@ class StatsCombineFn(beam.CombineFn):
         return merged
 
     def extract_output(self, acc):
-        return {**{k: acc[k] for k in _SCALARS},
-                "unit_distribution": dict(acc["unit_distribution"])}
+        return {**{k: acc[k] for k in _SCALARS}, **{k: dict(acc[k]) for k in _COUNTERS}}
 
 
 class BuildStats(beam.PTransform):

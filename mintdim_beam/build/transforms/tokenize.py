@@ -24,7 +24,7 @@ from apache_beam.transforms.window import GlobalWindows
 from mintdim_beam.build.encoder_process import (EncoderProcessError, adopt_warm,
                                                 helper_threads, start_helpers)
 from mintdim_beam.build.progress import tally
-from mintdim_beam.core.encode_batch import BatchEncoder, share_bounds
+from mintdim_beam.core.encode_batch import BatchEncoder, Encoded, share_bounds
 from mintdim_beam.core.errors import EncoderCrashError
 from mintdim_beam.core.failures import WorkerFailure
 from mintdim_beam.core.faults import BundleFaults
@@ -32,11 +32,11 @@ from mintdim_beam.core.tokenizers import cached_tokenizer
 
 
 def _tokenized(chunk_key, batch, encoded):
-    lengths, tokens, unks = encoded
+    lengths, tokens, unks, lossy = encoded
     tally(tokenized=len(lengths), tokens=int(lengths.sum()))
     out = {"samples": batch["samples"], "lines": batch["lines"],
            "digests": batch["digests"], "empty": batch["empty"],
-           "lengths": lengths, "tokens": tokens, "unks": unks}
+           "lengths": lengths, "tokens": tokens, "unks": unks, "lossy": lossy}
     if "parts" in batch:  # the records of a dialogue split by on_extra_turns="split"
         out["parts"] = batch["parts"]
     return chunk_key, out
@@ -149,14 +149,17 @@ def exit_reason(returncode: int) -> str:
     return f"the helper encoder process was killed by signal {name}{cause}"
 
 
-def merge_shares(shares: list, parts: list[int]):
-    """The helpers' (lengths, tokens, unks) for consecutive parts -> one batch's."""
+def merge_shares(shares: list, parts: list[int]) -> Encoded:
+    """The helpers' `Encoded` for consecutive parts -> one batch's."""
     if len(shares) == 1:
         return shares[0]
-    lengths = np.concatenate([share[0] for share in shares])
-    tokens = np.concatenate([share[1] for share in shares])
-    unks = {start + i: details for share, start in zip(shares, parts) for i, details in share[2].items()}
-    return lengths, tokens, unks
+
+    def by_sample(field: int) -> dict:
+        return {start + i: details for share, start in zip(shares, parts)
+                for i, details in share[field].items()}
+
+    return Encoded(np.concatenate([share[0] for share in shares]),
+                   np.concatenate([share[1] for share in shares]), by_sample(2), by_sample(3))
 
 
 class Tokenize(beam.PTransform):

@@ -15,7 +15,7 @@ from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 from mintdim_beam.core.faults import BundleFaults
 
-PART_KINDS = ("sample", "unk")
+PART_KINDS = ("sample", "unk", "lossy")
 
 
 def scratch_path(dataset, folder: str, chunk_key, extension: str) -> str:

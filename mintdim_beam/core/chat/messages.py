@@ -16,6 +16,9 @@ Roles (`ROLE_ALIASES`, matched after lower-casing): `user`, `human` -> user;
 Content: a string, or a list of text parts `{"type": "text", "text": ...}` joined with
 no separator. Every key besides role/from, content/value and weight is kept as given in
 `Message.extra` (`tool_calls`, `tool_call_id`, `name`, ...) for templates to read.
+A `null` value means "not set", for `weight` and every extra key: Hugging Face
+`datasets` writes `"weight": null` (and `null` for any key another row has) in every
+message of an export.
 
 Problems (`DialogueProblem`, naming the message index; nothing is silently trained on):
 - the row has no `messages` / `conversations` key, or both; the list is not a list or
@@ -147,9 +150,10 @@ def normalize_message(raw: Any, index: int) -> Message:
     if role is None:
         raise DialogueProblem(f"unknown role {given!r} (known: {', '.join(sorted(ROLE_ALIASES))})",
                               index)
-    extra = {k: v for k, v in raw.items() if k not in (role_key, content_key, "weight")}
+    extra = {k: v for k, v in raw.items()
+             if k not in (role_key, content_key, "weight") and v is not None}
     weight = raw.get("weight")
-    if "weight" in raw and (type(weight) is not int or weight not in (0, 1)):
+    if weight is not None and (type(weight) is not int or weight not in (0, 1)):
         raise DialogueProblem(f"weight must be 0 or 1, got {weight!r}", index)
     if role != "assistant" and weight == 1:
         raise DialogueProblem(f"weight 1 on a {role} turn: only assistant turns are trained", index)

@@ -15,9 +15,9 @@ prompt must be a text prefix of both full renders, else a problem.
 Problems besides the dialogue rules of `messages` (checked on prompt + completion;
 `message_index` counts the prompt's messages first, then the completion's; the
 problem text names the side): a missing `chosen`/`rejected`; mixed strings and lists;
-an empty completion; a completion that does not start with an assistant turn or holds
+an empty completion (no message, or a string of only whitespace); a completion that does not start with an assistant turn or holds
 a user or system turn; `weight: 0` in a completion (a completion is trained whole);
-`chosen` equal to `rejected`; an implicit prompt that is empty (chosen and rejected
+`chosen` equal to `rejected` (strings and message lists alike); an implicit prompt that is empty (chosen and rejected
 differ from their first message).
 
 Plain-text spans (`spans`) as for chat records: in string rows, a whole string that
@@ -85,6 +85,11 @@ def _check_pair(side: str, prompt: tuple[Message, ...], completion: tuple[Messag
 
 def _strings(row: dict, special_tokens) -> PreferenceRecord:
     segments = (row["prompt"], row["chosen"], row["rejected"])
+    for side in ("chosen", "rejected"):
+        if not row[side].strip():
+            raise DialogueProblem(f"{side}: empty completion")
+    if row["chosen"] == row["rejected"]:
+        raise DialogueProblem("chosen and rejected are the same")
     pattern = special_pattern(special_tokens)
     plain = ()
     if pattern is not None:

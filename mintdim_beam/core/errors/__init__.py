@@ -20,6 +20,7 @@ from mintdim_beam.core.errors.read import (UnitReadBatchError, UnitReadMaskingEr
                                            UnitReadMetadataError, UnitReadQueueError,
                                            UnitReadRuntimeError, UnitReadShardError,
                                            UnitReadValidationError)
+from mintdim_beam.core.errors.round_trip import SampleRoundTripError, TemplateRoundTripError
 from mintdim_beam.core.errors.seed import (FieldMappingError, MintDimFileNotFoundError,
                                            OutputMappingError, OutputValidationError,
                                            PipelineValidationError, SampleSchemaError,
@@ -69,6 +70,8 @@ __all__ = [
     "UnitReadRuntimeError",
     "PackValidationError",
     "PackEmptyError",
+    "TemplateRoundTripError",
+    "SampleRoundTripError",
     "error_from_payload",
 ]
 
