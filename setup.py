@@ -22,7 +22,8 @@ setup(
         # Lower bounds keep pip from backtracking to an s3fs without aiobotocore.
         "test": ["pytest>=7", "pytest-timeout", "s3fs>=2024.6.0",
                  "moto[server]>=5", "gcp-storage-emulator",
-                 "transformers"],  # chat-template exactness tests; needs no torch
+                 "transformers",  # chat-template exactness tests; needs no torch
+                 "mistral-common==1.13.1"],  # its own encode_chat_completion, its tokenizers
         "aws": ["s3fs>=2024.6.0"],
     },
     entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:console_main"]},

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,6 +127,27 @@ def read_tree(root: Path, drop_manifest_extras: bool = True) -> dict:
                 data = json.dumps(doc, ensure_ascii=False, indent=2).encode()
             tree[str(path.relative_to(root))] = data
     return tree
+
+
+def shard_records(out: Path):
+    """(length_field.json, [(sample_index row, token ids per segment)]) of a build, in
+    sample_index order, read straight from the shards (magic and padding checked)."""
+    layout = json.loads((out / "length_field.json").read_text())
+    n = len(layout["length_fields"])
+    shards, records = {}, []
+    for line in (out / "sample_index.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["shard_path"] not in shards:
+            data = np.fromfile(out / row["shard_path"], dtype=layout["token_dtype"])
+            shards[row["shard_path"]] = iter(data.reshape(-1, 1 + n + row["unit_size"]))
+        record = next(shards[row["shard_path"]])
+        assert record[0] == layout["magic"]
+        lengths = record[1:1 + n].astype(int)
+        ends = np.cumsum(lengths)
+        payload = record[1 + n:].astype(int).tolist()
+        assert all(t == layout["pad_token_id"] for t in payload[ends[-1]:])
+        records.append((row, [payload[e - k:e] for k, e in zip(lengths, ends)]))
+    return layout, records
 
 
 def content_tree(root: Path) -> dict:

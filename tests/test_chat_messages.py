@@ -49,7 +49,7 @@ def test_every_role_alias(alias, role):
     assert normalize_row(row)[-1].role == role
 
 
-def test_extras_are_kept_as_given_and_null_extras_hidden_from_templates():
+def test_extras_are_kept_as_given_and_null_extras_are_not_set():
     calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
     row = {"messages": [
         {"role": "user", "content": "go", "name": "alice"},
@@ -59,7 +59,7 @@ def test_extras_are_kept_as_given_and_null_extras_hidden_from_templates():
     ]}
     msgs = normalize_row(row)
     assert msgs[0].extra == {"name": "alice"}
-    assert msgs[1] == Message("assistant", "", 1, {"tool_calls": calls, "refusal": None})
+    assert msgs[1] == Message("assistant", "", 1, {"tool_calls": calls})  # null: not set
     assert msgs[1].template_dict() == {"role": "assistant", "content": "", "tool_calls": calls}
     assert msgs[2].extra == {"tool_call_id": "c1"}
     d = msgs[3].template_dict()

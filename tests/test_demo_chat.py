@@ -14,6 +14,8 @@ import pytest
 import yaml
 from tokenizers import Tokenizer
 
+from conftest import shard_records
+
 REPO = Path(__file__).resolve().parents[1]
 CHAT = REPO / "examples/chat"
 IM_END = "<|im_end|>\n"
@@ -55,25 +57,6 @@ def _lines(path: Path) -> list:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def _records(out: Path):
-    """(layout, [(sample_index row, segment ids per segment)]) in sample_index order."""
-    layout = json.loads((out / "length_field.json").read_text())
-    n = len(layout["length_fields"])
-    shards, records = {}, []
-    for row in _lines(out / "sample_index.jsonl"):
-        if row["shard_path"] not in shards:
-            data = np.fromfile(out / row["shard_path"], dtype=layout["token_dtype"])
-            shards[row["shard_path"]] = iter(data.reshape(-1, 1 + n + row["unit_size"]))
-        record = next(shards[row["shard_path"]])
-        assert record[0] == layout["magic"]
-        lengths = record[1:1 + n].astype(int)
-        ends = np.cumsum(lengths)
-        payload = record[1 + n:].astype(int).tolist()
-        assert all(t == layout["pad_token_id"] for t in payload[ends[-1]:])
-        records.append((row, [payload[e - k:e] for k, e in zip(lengths, ends)]))
-    return layout, records
-
-
 def _fields(layout) -> list:
     return [(f["name"], f["kind"]) for f in layout["length_fields"]]
 
@@ -90,7 +73,7 @@ def _render(messages, **kw) -> str:
 
 def test_chatml_records_hold_each_reply_and_its_end_of_turn(built, tokenizer):
     dialogues = [row["messages"] for row in _lines(CHAT / "dialogues.jsonl")]
-    layout, records = _records(built["chat_build"])
+    layout, records = shard_records(built["chat_build"])
     assert _fields(layout) == [("context_0", "context"), ("assistant_0", "trained"),
                                ("context_1", "context"), ("assistant_1", "trained"),
                                ("context_2", "context")]
@@ -117,7 +100,7 @@ def test_chatml_records_hold_each_reply_and_its_end_of_turn(built, tokenizer):
 
 def test_llama3_records_use_the_header_tokens_and_eot(built, tokenizer):
     dialogues = [row["messages"] for row in _lines(CHAT / "dialogues.jsonl")]
-    layout, records = _records(built["llama3_build"])
+    layout, records = shard_records(built["llama3_build"])
     assert [name for name, _ in _fields(layout)] == [
         "context_0", "assistant_0", "context_1", "assistant_1", "context_2", "assistant_2",
         "context_3"]
@@ -135,18 +118,18 @@ def test_llama3_records_use_the_header_tokens_and_eot(built, tokenizer):
                 reply.strip() + "<|eot_id|>"
 
 
-def test_sharegpt_copy_gives_the_same_records(built, tmp_path):
+def test_sharegpt_copy_gives_the_sameshard_records(built, tmp_path):
     out = _build(tmp_path, "chat_build", files=["examples/chat/dialogues_sharegpt.jsonl"],
                  format="sharegpt")
-    _, shared = _records(out)
-    _, messages = _records(built["chat_build"])
+    _, shared = shard_records(out)
+    _, messages = shard_records(built["chat_build"])
     first = [(r["sample_id"], r["part"], s) for r, s in messages if r["sample_id"] < 200]
     assert [(r["sample_id"], r["part"], s) for r, s in shared] == first
 
 
-def test_preference_records(built, tokenizer):
+def test_preferenceshard_records(built, tokenizer):
     pairs = _lines(CHAT / "preference.jsonl")
-    layout, records = _records(built["preference_build"])
+    layout, records = shard_records(built["preference_build"])
     assert _fields(layout) == [("prompt", "context"), ("chosen", "trained"),
                                ("rejected", "trained")]
     assert len(records) == len(pairs) == 300

@@ -86,15 +86,13 @@ class Decoder:
         built = _table(tokenizer)
         self.emulated = built is not None and _agrees(tokenizer, *built)
         self._table, self._lead = built if self.emulated else (None, None)
+        self._while_empty = _strips_while_empty(tokenizer)
         self._symbols = _symbol_texts(tokenizer)
 
     def decode(self, ids, strip: bool) -> bytes:
         if self._table is None:
             return self._slow(ids)
-        data = b"".join(map(self._table.__getitem__, ids))
-        if strip and ids and self._lead[ids[0]]:
-            return data[1:]
-        return data
+        return _joined(self._table, self._lead, ids, strip, self._while_empty)
 
     def _slow(self, ids) -> bytes:
         """The tokenizer's own decode, run by run between symbol ids (their text kept)."""
@@ -246,9 +244,17 @@ def _byte_decoder() -> dict:
     return {chr(c): b for b, c in zip(printable, chars)}
 
 
+# Texts whose encodings the table is checked on, beside random id sequences: byte
+# fallback and multi-byte characters, leading and repeated spaces.
+_PROBES = ("plain words here", " leading space", "  two spaces", "tab\tand\nnewline",
+           "Ünïcödé façade", "漢字かな交じり文", "emoji 😀🏴\u200d☠️", "ﬁ ① ｈｅｌｌｏ", "x")
+
+
 def _agrees(tokenizer, table, lead, samples: int = 400) -> bool:
-    """The table gives what the real decoder gives: every symbol-free id alone, and
-    random sequences (seeded) with the leading-space rule."""
+    """The table gives what the real decoder gives: every symbol-free id alone, random
+    sequences (seeded) and the probes' encodings, with the leading-space rule. Only
+    sequences whose bytes are UTF-8 count: decoders replace broken bytes each their own
+    way, and a segment equal to its (UTF-8) source never has any."""
     skip = set(_symbol_texts(tokenizer)) | {tokenizer.unk_id}
     ids = [i for i in range(tokenizer.vocab_size) if i not in skip]
     if not ids:
@@ -257,15 +263,38 @@ def _agrees(tokenizer, table, lead, samples: int = 400) -> bool:
     singles = ids if len(ids) <= 4000 else rng.sample(ids, 4000)
     sequences = [[i] for i in singles] + [[rng.choice(ids) for _ in range(rng.randint(2, 12))]
                                           for _ in range(samples)]
+    sequences += [seq for seq in tokenizer.encode_many(list(_PROBES)) if seq and not skip & set(seq)]
     real = tokenizer.decode_many(sequences)
     for seq, text in zip(sequences, real):
-        data = b"".join(table[i] for i in seq)
-        if lead[seq[0]]:
-            data = data[1:]
-        # Bytes that are not UTF-8 on their own (a lone byte piece) decode to U+FFFD.
-        if data.decode("utf-8", "replace") != text:
+        try:
+            data = _joined(table, lead, seq, True, _strips_while_empty(tokenizer))
+            decoded = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if decoded != text:
             return False
     return True
+
+
+def _strips_while_empty(tokenizer) -> bool:
+    """SentencePiece with remove_extra_whitespaces drops the leading space of every
+    token until it has written something; otherwise only the first token's goes."""
+    return tokenizer.kind == "sentencepiece" and tokenizer.model.remove_extra_whitespaces
+
+
+def _joined(table, lead, ids, strip: bool, while_empty: bool) -> bytes:
+    """A segment's bytes from the table. `strip`: a leading space the decoder drops is
+    dropped: the first token's, or each leading token's while nothing has been written
+    yet (`_strips_while_empty`)."""
+    if not (strip and ids and lead[ids[0]]):
+        return b"".join(map(table.__getitem__, ids))
+    if not while_empty:
+        return table[ids[0]][1:] + b"".join(map(table.__getitem__, ids[1:]))
+    for k, token in enumerate(ids):
+        head = table[token][1:] if lead[token] else table[token]
+        if head:
+            return head + b"".join(map(table.__getitem__, ids[k + 1:]))
+    return b""
 
 
 def literal_report(decoder: Decoder, text: str, ids, strip: bool = True) -> dict | None:
