@@ -4,8 +4,12 @@ Generates the corpus and trains a SentencePiece and a Hugging Face BPE tokenizer
 pieces each, cached under benchmarks/.work), then measures per tokenizer, in one run:
 (a) the bound: json parse + encoding every segment in one process; (b) mintdim-beam's
 default local build; (c) mintdim 0.2.1, when a Python with it is given by
---reference-python or MINTDIM_REFERENCE_PYTHON (skipped with a notice otherwise).
-Prints seconds, samples/s, tokens/s, peak RSS and the ratios b/a and c/b; writes JSON.
+--reference-python or MINTDIM_REFERENCE_PYTHON (skipped with a notice otherwise);
+(b0) the same build by another version of mintdim-beam (--baseline-python: a Python
+that imports it, e.g. a venv holding a `git worktree` of the commit before a change), so
+a change is measured against what it changed in the same interleaved rounds. Prints wall and CPU seconds (min and median over
+the rounds), samples/s, tokens/s, peak RSS and the ratios b/a, c/b and b/b0 (by the
+minimum); writes JSON.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,7 +30,8 @@ from measure import run_measured  # noqa: E402
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=100_000)
-    parser.add_argument("--json", default=str(HERE / "results.json"))
+    parser.add_argument("--json", default=str(HERE / ".work" / "results.json"),
+                        help="where to write the results (default: the untracked work dir)")
     parser.add_argument("--workdir", default=str(HERE / ".work"))
     parser.add_argument("--reference-python", default=os.environ.get("MINTDIM_REFERENCE_PYTHON"))
     parser.add_argument("--tokenizers", default="sentencepiece,hf_json")
@@ -34,6 +40,8 @@ def main(argv=None) -> int:
                              "(this machine is noisy)")
     parser.add_argument("--beam-flag", action="append", default=[],
                         help="Beam flag for (b), repeatable; default: the local default run")
+    parser.add_argument("--baseline-python", default=None,
+                        help="a Python importing another version of mintdim-beam, built as (b0)")
     args = parser.parse_args(argv)
 
     work = Path(args.workdir)
@@ -51,6 +59,10 @@ def main(argv=None) -> int:
         out = work / f"out_{kind}"
         commands["ours"] = ([sys.executable, targets, "ours", str(corpus), kind, tok, str(out)]
                             + args.beam_flag, out)
+        if args.baseline_python:
+            base_out = work / f"base_{kind}"
+            commands["baseline"] = ([args.baseline_python, targets, "ours", str(corpus), kind,
+                                     tok, str(base_out)] + args.beam_flag, base_out)
         if args.reference_python:
             ref_out = work / f"ref_{kind}"
             commands["reference"] = ([args.reference_python, targets, "reference", str(corpus),
@@ -58,24 +70,31 @@ def main(argv=None) -> int:
         else:
             print("notice: no mintdim 0.2.1 Python given (--reference-python or "
                   "MINTDIM_REFERENCE_PYTHON): skipping (c)", file=sys.stderr)
-        # Rounds interleave the three, so a slow spell on this shared machine hits them
-        # alike; the fastest run of each counts.
+        # Rounds interleave the commands, so a slow spell on this shared machine hits them
+        # alike; min and median of each are reported, ratios by the minimum.
         runs: dict = {}
         for _ in range(max(1, args.repeat)):
             for name, (cmd, out_dir) in commands.items():
                 if out_dir is not None:
                     shutil.rmtree(out_dir, ignore_errors=True)
-                result = run_measured(cmd, env=env)
-                if name not in runs or result["seconds"] < runs[name]["seconds"]:
-                    runs[name] = result
-        tokens = json.loads(runs["bound"]["stdout"].strip().splitlines()[-1])["tokens"]
+                runs.setdefault(name, []).append(run_measured(cmd, env=env))
+        tokens = json.loads(runs["bound"][0]["stdout"].strip().splitlines()[-1])["tokens"]
         row = {}
-        for name, r in runs.items():
-            row[name] = {"seconds": round(r["seconds"], 2),
-                         "samples_per_s": round(args.samples / r["seconds"]),
-                         "tokens_per_s": round(tokens / r["seconds"]),
-                         "peak_rss_mb": round(r["peak_rss_mb"], 1)}
+        for name, results in runs.items():
+            walls = [r["seconds"] for r in results]
+            cpus = [r["cpu_seconds"] for r in results]
+            row[name] = {"seconds": round(min(walls), 2),
+                         "median_seconds": round(statistics.median(walls), 2),
+                         "cpu_seconds": round(min(cpus), 2),
+                         "median_cpu_seconds": round(statistics.median(cpus), 2),
+                         "samples_per_s": round(args.samples / min(walls)),
+                         "tokens_per_s": round(tokens / min(walls)),
+                         "peak_rss_mb": round(max(r["peak_rss_mb"] for r in results), 1)}
         row["b_over_a"] = round(row["ours"]["seconds"] / row["bound"]["seconds"], 2)
+        if "baseline" in row:
+            row["b_over_b0"] = round(row["ours"]["seconds"] / row["baseline"]["seconds"], 3)
+            row["b_over_b0_cpu"] = round(row["ours"]["cpu_seconds"] / row["baseline"]["cpu_seconds"], 3)
+            row["identical_to_baseline"] = _same_output(work / f"out_{kind}", work / f"base_{kind}")
         if "reference" in row:
             row["c_over_b"] = round(row["reference"]["seconds"] / row["ours"]["seconds"], 2)
             row["identical_to_reference"] = _same_output(work / f"out_{kind}", work / f"ref_{kind}")
@@ -96,13 +115,18 @@ def _same_output(ours: Path, ref: Path) -> bool:
 def _print(report: dict) -> None:
     print(f"\n{report['samples']} samples, {report['corpus_bytes'] / 1e6:.1f} MB, {report['cores']} cores")
     for kind, row in report["results"].items():
-        print(f"\n[{kind}]  {'':10} {'seconds':>8} {'samples/s':>10} {'tokens/s':>10} {'peak MB':>8}")
-        for name in ("bound", "ours", "reference"):
+        print(f"\n[{kind}]  {'':10} {'wall min':>8} {'median':>8} {'CPU min':>8} {'median':>8} "
+              f"{'samples/s':>10} {'tokens/s':>10} {'peak MB':>8}")
+        for name in ("bound", "ours", "baseline", "reference"):
             if name in row:
                 r = row[name]
-                print(f"  {name:18} {r['seconds']:8.2f} {r['samples_per_s']:10} {r['tokens_per_s']:10} "
-                      f"{r['peak_rss_mb']:8.1f}")
+                print(f"  {name:18} {r['seconds']:8.2f} {r['median_seconds']:8.2f} "
+                      f"{r['cpu_seconds']:8.2f} {r['median_cpu_seconds']:8.2f} "
+                      f"{r['samples_per_s']:10} {r['tokens_per_s']:10} {r['peak_rss_mb']:8.1f}")
         line = f"  b/a = {row['b_over_a']}"
+        if "b_over_b0" in row:
+            line += (f"   b/b0 = {row['b_over_b0']} (CPU {row['b_over_b0_cpu']}), "
+                     f"identical to baseline: {row['identical_to_baseline']}")
         if "c_over_b" in row:
             line += f"   c/b = {row['c_over_b']}   identical to mintdim 0.2.1: {row['identical_to_reference']}"
         print(line)

@@ -73,6 +73,23 @@ def tokens_by_kind(out: Path) -> dict:
     return totals
 
 
+def print_round_trip(out_dir: str, card: bool = False) -> None:
+    """The manifest's round trip (what the tokenizer lost) and, with `card`, its card."""
+    manifest = json.loads((Path(out_dir) / "manifest.json").read_text())
+    trip, tok = manifest["round_trip"], manifest["tokenizer_card"]
+    kinds = ", ".join(f"{kind} {n}" for kind, n in trip["kinds"].items() if n) or "none"
+    print(f"    round trip: {trip['segments_checked']} segments checked, "
+          f"{trip['lossy_segments']} lossy ({kinds}) in {trip['lossy_samples']} samples; "
+          f"{len(trip['template'])} template findings (lossy_index.jsonl)")
+    if card:
+        model = tok.get("model")
+        print(f"    tokenizer card: {tok['kind']} {model}, vocab {tok['vocab_size']}, "
+              f"normalizer {tok.get('normalizer')}, byte fallback {tok['byte_fallback']}, "
+              f"byte level {tok['byte_level']}")
+        for loss in tok["cannot_represent"] or ["nothing: every text round-trips"]:
+            print(f"      cannot represent: {loss}")
+
+
 def print_units(result: dict) -> None:
     for out in result["outputs"]:
         stats = json.loads((Path(out["output_dir"]) / "stats.json").read_text())
@@ -82,6 +99,7 @@ def print_units(result: dict) -> None:
               f"{len(shards)} shards, units {out['sizes']}")
         print(f"    per unit {stats['unit_distribution']}, duplicate groups {out['duplicate_groups']}, "
               f"samples with UNK {out['samples_with_unk']}, truncated {overflow}")
+        print_round_trip(out["output_dir"], card=out is result["outputs"][0])
 
 
 def print_dialogues(result: dict, what: str) -> None:
@@ -99,6 +117,7 @@ def print_dialogues(result: dict, what: str) -> None:
               f"units {out['sizes']}")
         print(f"    trained tokens {trained} ({share:.0f}%), context tokens {context}, "
               f"per unit {stats['unit_distribution']}, duplicate groups {out['duplicate_groups']}")
+        print_round_trip(out["output_dir"], card=what == "dialogues")
 
 
 def main() -> int:

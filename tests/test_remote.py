@@ -12,7 +12,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from conftest import IN_MEMORY, MULTI_PROCESS, REPO, _free_port, reference_manifest
+from conftest import IN_MEMORY, MULTI_PROCESS, OUR_FILES, REPO, _free_port, reference_manifest
 from mintdim_beam.build.launch import launch
 from mintdim_beam.core import errors
 
@@ -149,7 +149,8 @@ def test_bucket_build_equals_the_local_build(store, request):
     tree = _localized(_download(fs, out), mapping)
     assert not [k for k in tree if "_mintdim_tmp" in k or k.endswith(".tmp")]
     expected = _expected()
-    assert sorted(k for k in tree if not k.endswith("EMPTY_UNIT.md")) == \
+    assert all(name in tree for name in OUR_FILES)  # our additions to mintdim's files
+    assert sorted(k for k in tree if not k.endswith("EMPTY_UNIT.md") and k not in OUR_FILES) == \
         sorted(k for k in expected if not k.endswith("EMPTY_UNIT.md"))
     for name, data in expected.items():
         if name == "manifest.json":

@@ -240,3 +240,13 @@ def test_same_lossy_index_on_every_runner(tmp_path):
     a, b = (tmp_path / "a" / fmt.LOSSY_INDEX).read_bytes(), (tmp_path / "b" / fmt.LOSSY_INDEX).read_bytes()
     assert a == b and a.count(b"\n") > 10
     shutil.rmtree(tmp_path / "b")
+
+
+def test_the_index_row_shows_the_first_lossy_segment_of_its_record(tmp_path):
+    """A record lossy in a non-ASCII field and a later ASCII one (found by different
+    passes): the row names both, in order, with the first one's excerpts."""
+    _build(tmp_path, [{"q": "ｆｕｌｌ width", "a": "two  spaces"}], template="{q}|{a}",
+           fields=("q", "a"))
+    (row,) = _jsonl(tmp_path / "out" / fmt.LOSSY_INDEX)
+    assert row["segment_names"] == ["q", "a"] and row["kinds"] == ["normalization", "whitespace"]
+    assert (row["source"], row["decoded"]) == ("ｆｕｌｌ width", "full width")

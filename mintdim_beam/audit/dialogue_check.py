@@ -99,6 +99,11 @@ class DialogueChecks:
                      else "a preference source")
             self.p.add(fmt.MANIFEST, None, f"sequence_template {names} is not the layout of "
                        f"{turns}: {want} (with an optional bos first and eos last)")
+        elif self.dialogue.kind == "preference" and names[-1:] == ["eos"]:
+            self.p.add(fmt.MANIFEST, None, "sequence_template ends with an eos segment after "
+                       "rejected: neither completion ends with EOS and no pairs reader reads "
+                       "it (a build of mintdim-beam before 0.2.0; build again: EOS now ends "
+                       "each completion)")
 
     def _dialogue_segment(self, rel: str, i: int, entry: dict) -> None:
         """One length_fields entry of a dialogue dataset."""

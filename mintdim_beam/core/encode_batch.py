@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mintdim_beam.core import format as fmt
 from mintdim_beam.core.chat.spans import special_pattern
 from mintdim_beam.core.round_trip import Decoder
 
@@ -35,7 +36,9 @@ def unk_details(tokenizer, texts_by_segment, seg_tokens, unk_id, literal_surface
 class Encoded(NamedTuple):
     """One batch's encoding: `lengths` (samples, segments) int64; `tokens` the flat
     payload of the whole batch; `unks` {sample index: (positions, segment indices,
-    surfaces)} and `lossy` {sample index: [round_trip.Lossy]} for the samples with any."""
+    surfaces)} and `lossy` {sample index: (the lossy segments' kinds, their
+    lossy_index.jsonl fields)} (`round_trip`, `format.lossy_fields`) for the samples
+    with any."""
 
     lengths: np.ndarray
     tokens: np.ndarray
@@ -78,7 +81,7 @@ class BatchEncoder:
             encoded, strips = encode_with_pieces(tokenizer, flat), None
         else:
             encoded, strips = tokenizer.encode_many(flat), None
-        lossy = self._lossy(flat, encoded, strips)
+        encoded_fields = encoded
         if any(self._appended):  # ids after a segment's text (a completion's EOS)
             appended = self._appended * m
             encoded = [ids + list(extra) if extra else ids for ids, extra in zip(encoded, appended)]
@@ -92,7 +95,7 @@ class BatchEncoder:
         tokens = np.fromiter(itertools.chain.from_iterable(pieces), count=total, dtype=self._dtype)
         unks = {}
         if plan.unk_id is None:  # a byte-level tokenizer without UNK never makes one
-            return Encoded(lengths, tokens, unks, lossy)
+            return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks))
         unk_at = np.flatnonzero(tokens == plan.unk_id)
         if len(unk_at):
             sample_of = np.repeat(np.arange(m), lengths.sum(axis=1))
@@ -102,24 +105,18 @@ class BatchEncoder:
                              for s in plan.template.segments]
                 unks[i] = unk_details(tokenizer, row_texts, pieces[i * n:(i + 1) * n],
                                       plan.unk_id, self._literal_surfaces)
-        return Encoded(lengths, tokens, unks, lossy)
+        return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks))
 
-    def _lossy(self, flat, encoded, strips) -> dict:
-        """{sample index: [Lossy]}: the field segments whose ids do not decode to their
-        text (`round_trip`). `strips`: per value, whether it was encoded as the start of
-        a text (None: every value was, each encoded on its own)."""
-        decode, fields = self._decoder.decode, self._fields
-        nf = len(fields)
-        out: dict = {}
-        for index, (value, ids) in enumerate(zip(flat, encoded)):
-            text = value if type(value) is str else "".join(p for p, _ in value)
-            strip = True if strips is None else strips[index]
-            if decode(ids, strip) == text.encode("utf-8"):
-                continue
-            found = self._decoder.lossy(fields[index % nf], text, ids, strip)
-            if found is not None:
-                out.setdefault(index // nf, []).append(found)
-        return out
+    def _lossy(self, flat, encoded, strips, unks) -> dict:
+        """{sample index: (kinds, row fields)}: the field segments whose ids do not decode to their
+        text (`round_trip`). A segment without UNK whose text the tokenizer's structure
+        keeps (`Decoder.find`) needs no decode. `strips`: per value, whether it was
+        encoded as the start of a text (None: every value was, each on its own)."""
+        with_unk = {(i, segment) for i, details in unks.items() for segment in details[1]}
+        found = self._decoder.find(flat, encoded, strips, self._fields, with_unk, self._symbols)
+        names = tuple(self._plan.template.sequence_template)
+        return {i: (tuple(entry[1] for entry in entries), fmt.lossy_fields(entries, names))
+                for i, entries in found.items()}
 
 
 def encode_symbol_values(tokenizer, flat: list, starts: list) -> tuple[list, list]:

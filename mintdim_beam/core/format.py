@@ -83,6 +83,10 @@ def json_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+# json.dumps(text, ensure_ascii=False) of a str is this, without the encoder's set-up
+_string = json.encoder.encode_basestring
+
+
 def _json_list(values) -> str:
     return json.dumps(values, ensure_ascii=False) if values else "[]"
 
@@ -118,15 +122,29 @@ def unk_row(sample_id, digest, source_file_json, source_line, positions, fields,
             f'{"" if part is None else f", {chr(34)}part{chr(34)}: {part}"}}}\n')
 
 
-def lossy_row(sample_id, source_file_json, source_line, lossy, names, part=None) -> str:
-    """A `lossy_index.jsonl` row: the sample's lossy segments (indices, names, kinds) and
-    excerpts of the first one's source and decoded text (`round_trip.Lossy`)."""
-    first = lossy[0]
+def lossy_fields(lossy, names) -> str:
+    """A `lossy_index.jsonl` row's keys after the source line, for a record's lossy
+    segments (`round_trip`'s tuples, in segment order): their indices, names and kinds,
+    and excerpts of the first one's source and decoded text. Made where the segments are
+    found (the helper encoders), so the shard step only adds the record's place."""
+    _, _, source, decoded = lossy[0]
+    head = _lossy_head(tuple((x[0], x[1]) for x in lossy), names)
+    return f'{head}"source": {_string(source)}, "decoded": {_string(decoded)}'
+
+
+@functools.lru_cache(maxsize=4096)
+def _lossy_head(segments: tuple, names: tuple) -> str:
+    """The segments, names and kinds of a lossy row, for (segment, kind) pairs: a few
+    shapes repeat over a whole build."""
+    return (f'"segments": {_int_list([s for s, _ in segments])}, '
+            f'"segment_names": {_json_names(tuple(names[s] for s, _ in segments))}, '
+            f'"kinds": {_json_names(tuple(k for _, k in segments))}, ')
+
+
+def lossy_row(sample_id, source_file_json, source_line, fields: str, part=None) -> str:
+    """A `lossy_index.jsonl` row; `fields` from `lossy_fields`."""
     return (f'{{"sample_id": {sample_id}, "source_file": {source_file_json}, '
-            f'"source_line": {source_line}, "segments": {_int_list([x.segment for x in lossy])}, '
-            f'"segment_names": {_json_list([names[x.segment] for x in lossy])}, '
-            f'"kinds": {_json_list([x.kind for x in lossy])}, '
-            f'"source": {json_string(first.source)}, "decoded": {json_string(first.decoded)}'
+            f'"source_line": {source_line}, {fields}'
             f'{"" if part is None else f", {chr(34)}part{chr(34)}: {part}"}}}\n')
 
 

@@ -19,30 +19,39 @@ Ids a template's own text means as tokens (SentencePiece control and user-define
 pieces, Hugging Face added tokens) decode to their text, so a chat segment with `<s>`
 or `<|im_end|>` in it round-trips; an UNK decodes to a byte no UTF-8 text holds, so a
 segment with one is never equal to its source (its kind is "unknown").
+
+What needs no decode at all (`_kept_by`, `_only_spaces_change`), because the
+tokenizer's structure decides it: a byte-level BPE keeps every text; SentencePiece's
+identity normalizer every text without a literal "▁"; a normalizer checked (with the
+model's own `normalize`) to keep printable ASCII and collapse its whitespace gives ASCII
+text back collapsed; a tokenizer without decoder joins its tokens with spaces. The
+check then costs next to nothing on lossless data and stays linear on lossy data
+(`benchmarks/README.md`, Round trip).
 """
 from __future__ import annotations
 
 import json
 import random
 import re
+import string
 import unicodedata
-from dataclasses import dataclass
 
 KINDS = ("normalization", "whitespace", "unknown", "other")
 _UNK = b"\xff"  # never part of UTF-8 text
-_WHITESPACE = re.compile(r"\s+")
+# ASCII the plain-ASCII rule takes: printable, and \t \n \f \r; anything else (control
+# characters: SentencePiece's tables drop \x0b and \x1c-\x1f, which Python calls
+# whitespace) is left to the decoder. A bytes table deletes these in one C pass.
+_PLAIN_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\r\x0c"
+# Where a text and its whitespace collapsed part inside: whitespace other than one space.
+_ANOMALIES = ("\n", "  ", "\t", "\r", "\x0c")
 EXCERPT = 40  # characters of source / decoded text kept around the first difference
 
 
-@dataclass(frozen=True)
-class Lossy:
-    """One segment whose ids do not decode to its source: `kind` (`KINDS`) and short
-    excerpts of both texts around where they first differ."""
-
-    segment: int
-    kind: str
-    source: str
-    decoded: str
+# A lossy segment is a plain tuple (segment index, kind, source excerpt, decoded
+# excerpt): `KINDS`, excerpts around where the texts first differ ("" for a record's
+# later lossy segments, which no index row shows). Plain, so Beam's coder writes it
+# natively (a named tuple is pickled one by one: 3% of a lossy build's time).
+SEGMENT, KIND, SOURCE, DECODED = range(4)
 
 
 def kind_of(source: str, decoded: str, has_unk: bool) -> str:
@@ -50,7 +59,10 @@ def kind_of(source: str, decoded: str, has_unk: bool) -> str:
     compatibility normalization and case folding (whitespace aside); else other."""
     if has_unk:
         return "unknown"
-    bare_source, bare_decoded = _WHITESPACE.sub("", source), _WHITESPACE.sub("", decoded)
+    words = source.split()
+    if " ".join(words) == decoded:  # the common case: whitespace collapsed, cheaply seen
+        return "whitespace"
+    bare_source, bare_decoded = "".join(words), "".join(decoded.split())
     if bare_source == bare_decoded:
         return "whitespace"
     if _folded(bare_source) == _folded(bare_decoded):
@@ -88,6 +100,16 @@ class Decoder:
         self._table, self._lead = built if self.emulated else (None, None)
         self._while_empty = _strips_while_empty(tokenizer)
         self._symbols = _symbol_texts(tokenizer)
+        # What a segment's text alone proves (`find`): by the tokenizer's structure
+        # ("all": any text; "no_metaspace": any text without U+2581, which it reads as a
+        # space), or, for a normalizer checked to keep printable ASCII as it is, such text
+        # without doubled, leading or trailing spaces ("plain_ascii"); None: nothing.
+        self.kept_by = _kept_by(tokenizer) if self.emulated else None
+        # Tokens that are pieces of the text, joined by spaces (no decoder): a segment
+        # can only lose whitespace, so a lossy one is "whitespace" without comparing, and
+        # its decoded length says whether it is lossy (`find`).
+        self._spaced = self.emulated and _only_spaces_change(tokenizer)
+        self._lengths = [len(data) for data in self._table] if self._spaced else None
 
     def decode(self, ids, strip: bool) -> bytes:
         if self._table is None:
@@ -112,15 +134,204 @@ class Decoder:
     def _decode_run(self, run) -> bytes:
         return self._tokenizer.decode_many([run])[0].encode("utf-8") if run else b""
 
-    def lossy(self, segment: int, text: str, ids, strip: bool) -> Lossy | None:
-        """None when `ids` decode to `text`; else what was lost."""
-        data = self.decode(ids, strip)
-        source = text.encode("utf-8")
-        if data == source:
+    def lossy(self, segment: int, text: str, ids, strip: bool, data: bytes | None = None,
+              excerpt: bool = True, kind: str | None = None) -> tuple | None:
+        """None when `ids` decode to `text`; else what was lost (`data`: the decoded bytes,
+        when the caller has them; `excerpt=False`: no excerpts, as for a record's second
+        lossy segment, which no index row shows)."""
+        if data is None:
+            data = self.decode(ids, strip)
+        if data == text.encode("utf-8"):
             return None
         decoded = data.decode("utf-8", "replace")
-        kind = kind_of(text, decoded, self.unk_id is not None and self.unk_id in ids)
-        return Lossy(segment, kind, *excerpts(text, decoded))
+        if kind is None:
+            kind = kind_of(text, decoded, self.unk_id is not None and self.unk_id in ids)
+        return (segment, kind, *(excerpts(text, decoded) if excerpt else ("", "")))
+
+    def find(self, values, encoded, strips, fields, with_unk, symbols: bool) -> dict:
+        """{sample: [lossy segment tuples]} for a batch's field values (`len(fields)` per
+        sample, in order; `fields[k]`: the template segment of value k), their ids and
+        whether each was encoded as the start of a text (`strips`, None: all were);
+        `with_unk`: (sample, segment) pairs holding an UNK. A value without UNK whose
+        text the tokenizer's structure surely keeps (`kept_by`) is not decoded."""
+        kept_by, nf = self.kept_by, len(fields)
+        out: dict = {}
+        texts = [value if type(value) is str else "".join(p for p, _ in value)
+                 for value in values]
+        if kept_by == "all":
+            todo = [i for i in range(len(texts)) if (i // nf, fields[i % nf]) in with_unk]
+        elif kept_by == "no_metaspace":
+            todo = [i for i, text in enumerate(texts)
+                    if "\u2581" in text or (i // nf, fields[i % nf]) in with_unk]
+        elif kept_by == "plain_ascii" and not symbols:
+            todo = _plain_ascii(texts, nf, fields, with_unk, out)
+        else:
+            todo = range(len(texts))
+        decode, lossy, spaced = self.decode, self.lossy, self._spaced
+        for index in todo:
+            text, ids = texts[index], encoded[index]
+            sample, segment = index // nf, fields[index % nf]
+            strip = True if strips is None else strips[index]
+            known = "whitespace" if spaced and (sample, segment) not in with_unk else None
+            if known and sample in out:
+                # a later lossy segment of a sample already indexed: its kind is known and
+                # no excerpt is shown, so its length decides (an equal one is compared)
+                if sum(map(self._lengths.__getitem__, ids)) - bool(ids) != len(
+                        text.encode("utf-8")):
+                    out[sample].append((segment, "whitespace", "", ""))
+                    continue
+            data = decode(ids, strip)
+            if data != text.encode("utf-8"):
+                found = out.get(sample)
+                first = found is None or segment < found[0][0]  # the one a row shows
+                entry = lossy(segment, text, ids, strip, data, excerpt=first, kind=known)
+                if found is None:
+                    out[sample] = [entry]
+                else:
+                    found.append(entry)
+        for entries in out.values():  # the ASCII pass may have added later segments first
+            entries.sort()
+        return out
+
+
+def _plain_ascii(texts, nf, fields, with_unk, out) -> list:
+    """The plain-ASCII rule of `_kept_by` on a batch's texts: ASCII text without odd
+    control characters decodes to itself with its whitespace collapsed, so it is kept
+    (printable, single spaces between words) or lossy ("whitespace", recorded in `out`)
+    without a decode. Returns the indices left to decode (UNKs, other text)."""
+    todo, plain_bytes = [], _PLAIN_BYTES
+    place = {segment: k for k, segment in enumerate(fields)}  # UNKs of literals: not ours
+    unk_at = {sample * nf + place[segment] for sample, segment in with_unk if segment in place}
+    for index, text in enumerate(texts):
+        if index in unk_at:
+            todo.append(index)
+        elif text.isascii() and text.isprintable() and "  " not in text \
+                and text[:1] != " " and text[-1:] != " ":
+            continue  # printable ASCII, single spaces between words: kept as it is
+        elif not text.isascii() or text.encode("ascii").translate(None, plain_bytes):
+            todo.append(index)
+        else:  # ASCII with other whitespace, doubled, leading or trailing: collapsed
+            sample, segment = divmod(index, nf)
+            segment = fields[segment]
+            if sample in out:
+                out[sample].append((segment, "whitespace", "", ""))
+                continue
+            part = _first_anomaly(text)  # where the text and its collapsed form part
+            at = max(0, part - 8)
+            out[sample] = [(segment, "whitespace", text[at:at + EXCERPT],
+                            _collapsed_window(text, at, part))]
+    return todo
+
+
+def _collapsed_window(text: str, at: int, part: int) -> str:
+    """`" ".join(text.split())[at:at + EXCERPT]` for `at <= part`, the place where the
+    two first part, without collapsing all of a long text: up to `part` both are the
+    same; there a whitespace run becomes one space when words stand on both sides."""
+    width = 4 * EXCERPT
+    while True:
+        tail = " ".join(text[part:part + width].split())
+        # the run's one space, unless the run began before `part` (then it is in the head)
+        space = " " if tail and text[part].isspace() and not text[part - 1:part].isspace() \
+            and part else ""
+        window = text[at:part] + space + tail
+        if len(window) > EXCERPT or part + width >= len(text):  # a word cut at the end
+            return window[:EXCERPT]                              # is past the excerpt
+        width *= 4
+
+
+def _first_anomaly(text: str) -> int:
+    """Where `text` and its whitespace collapsed first part: leading whitespace, two in
+    a row, whitespace other than a space, or trailing whitespace."""
+    if text[:1].isspace():
+        return 0
+    at = len(text.rstrip())  # the trailing whitespace, if any
+    for mark in _ANOMALIES:  # each search stops where an earlier one found something
+        found = text.find(mark, 0, at)
+        if found >= 0:
+            at = found
+    return at
+
+
+def _kept_by(tokenizer) -> str | None:
+    """The structural class of what `Decoder.find` need not decode.
+
+    - Hugging Face byte-level BPE (no normalizer; ByteLevel without a prefix space, Split
+      that keeps what it matches, Digits, Punctuation as pre-tokenizers; ByteLevel
+      decoder): bytes map to characters one to one, splits and merges only group them,
+      the decoder maps them back: every text. "all".
+    - SentencePiece with the identity normalizer, whitespace kept, spaces escaped as
+      "▁" (Llama, Mistral, Gemma): the pieces concatenate to the text with spaces as "▁"
+      (an UNK aside), which the decoder turns back; only a "▁" in the text itself comes
+      back as a space. "no_metaspace".
+    - SentencePiece with another normalizer whose table keeps printable ASCII as it is
+      and collapses its whitespace (checked here with the model's own normalizer):
+      ASCII text decodes to itself with its whitespace collapsed. "plain_ascii"."""
+    if tokenizer.kind == "sentencepiece":
+        model = tokenizer.model
+        if not model.escape_whitespaces or model.treat_whitespace_as_suffix:
+            return None
+        if model.normalizer == "identity" and not model.remove_extra_whitespaces:
+            return "no_metaspace"
+        normalize = tokenizer.normalize
+        keeps = all(normalize(f"a{c}b") == f"\u2581a{c}b" for c in string.printable
+                    if c.isprintable() and c != " ")
+        # \t \n \f \r and spaces collapse to one space, the ends dropped (`find`)
+        collapses = model.remove_extra_whitespaces and all(
+            normalize(f"{c}a{c}{c}b{c}") == "\u2581a\u2581b" for c in " \t\n\f\r")
+        return "plain_ascii" if keeps and collapses else None
+    spec = tokenizer.spec
+    if spec.get("normalizer") is not None or (spec.get("model") or {}).get("type") != "BPE":
+        return None
+    if (spec.get("model") or {}).get("dropout"):
+        return None
+    decoder = spec.get("decoder") or {}
+    if decoder.get("type") != "ByteLevel":
+        return None
+    steps = _pre_steps(spec.get("pre_tokenizer"))
+    if steps is None or not any(step.get("type") == "ByteLevel" for step in steps):
+        return None
+    for step in steps:
+        kind = step.get("type")
+        if kind == "ByteLevel" and step.get("add_prefix_space"):
+            return None
+        if kind in ("Split", "Punctuation") and str(step.get("behavior", "")).lower() == "removed":
+            return None
+        if kind not in ("ByteLevel", "Split", "Digits", "Punctuation"):
+            return None
+    return "all"
+
+
+def _only_spaces_change(tokenizer) -> bool:
+    """A Hugging Face tokenizer whose tokens are pieces of the text and whose decoding
+    joins them with spaces: no normalizer, pre-tokenizers that only split at whitespace,
+    punctuation or digits, a model whose tokens carry no prefix or suffix, no decoder."""
+    if tokenizer.kind != "hf_json":
+        return False
+    spec = tokenizer.spec
+    model = spec.get("model") or {}
+    if spec.get("normalizer") is not None or spec.get("decoder") is not None:
+        return False
+    if model.get("type") not in ("BPE", "Unigram", "WordLevel") or model.get(
+            "continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        return False
+    steps = _pre_steps(spec.get("pre_tokenizer"))
+    return bool(steps) and all(
+        step.get("type") in ("Whitespace", "WhitespaceSplit", "Punctuation", "Digits")
+        and str(step.get("behavior", "")).lower() != "removed" for step in steps)
+
+
+def _pre_steps(node) -> list | None:
+    if not isinstance(node, dict):
+        return None
+    if node.get("type") == "Sequence":
+        steps = []
+        for child in node.get("pretokenizers") or []:
+            inner = _pre_steps(child)
+            if inner is None:
+                return None
+            steps += inner
+        return steps
+    return [node]
 
 
 def _symbol_texts(tokenizer) -> dict:
@@ -306,7 +517,7 @@ def literal_report(decoder: Decoder, text: str, ids, strip: bool = True) -> dict
     if found is None:
         return None
     decoded = decoder.decode(ids, strip).decode("utf-8", "replace")
-    return {"literal": text, "tokens": len(ids), "decoded": decoded, "kind": found.kind}
+    return {"literal": text, "tokens": len(ids), "decoded": decoded, "kind": found[KIND]}
 
 
 def shown(text: str) -> str:

@@ -121,8 +121,9 @@ def chat_notices(tokenizer, decoder: Decoder, template, where: str) -> list[dict
         ids, strip = tokenizer.encode_many([rendered])[0], True
     found = decoder.lossy(0, rendered, ids, strip)
     if found is not None:
-        out.append({"kind": "lossy_template_text", "where": where, "source": found.source,
-                    "decoded": found.decoded, "loss": found.kind})
+        _, loss, source, decoded = found
+        out.append({"kind": "lossy_template_text", "where": where, "source": source,
+                    "decoded": decoded, "loss": loss})
     return out
 
 

@@ -89,6 +89,10 @@ class SentencePieceTokenizer:
     def decode_many(self, ids: list[list[int]]) -> list[str]:
         return self._sp.decode(ids)
 
+    def normalize(self, text: str) -> str:
+        """The model's normalizer alone ("▁" for spaces, the dummy prefix included)."""
+        return self._sp.normalize(text)
+
     def surfaces(self, text: str, positions: list[int]) -> list[str]:
         """Source substring of the tokens at `positions`: SentencePiece's piece surface."""
         try:

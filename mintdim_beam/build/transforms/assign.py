@@ -256,15 +256,15 @@ class AssignFn(beam.DoFn):
                                             None if parts is None else parts[j]))
                 unk_samples += 1
                 unk_tokens += len(kept)
-        lossy, names = batch.get("lossy") or {}, plan.template.sequence_template
+        lossy = batch.get("lossy") or {}  # {j: (kinds, the row's fields)}: encode_batch
         lossy_rows, lossy_kinds, lossy_segments = [], Counter(), 0
         for j in sorted(lossy):
             if unit_l[j]:
-                found = lossy[j]
-                lossy_rows.append(fmt.lossy_row(sample_ids[j], file_json, lines[j], found, names,
+                kinds, fields = lossy[j]
+                lossy_rows.append(fmt.lossy_row(sample_ids[j], file_json, lines[j], fields,
                                                 None if parts is None else parts[j]))
-                lossy_segments += len(found)
-                lossy_kinds.update(x.kind for x in found)
+                lossy_segments += len(kinds)
+                lossy_kinds.update(kinds)
         # Hash entries travel in buckets (`hash_bucket_count`), not one element per sample:
         # ((dataset, bucket), (raw digests, sample ids, file, lines)); for a staged (local)
         # dataset the batch's entries go to one scratch file, sorted by bucket, and only
