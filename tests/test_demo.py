@@ -1,0 +1,24 @@
+"""`make demo` (examples/demo.py) builds the bundled data and prints its summary: the
+totals, the round trip and the tokenizer card of each build (issue 24)."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+@pytest.mark.slow
+def test_the_demo_prints_round_trips_and_tokenizer_cards(tmp_path):
+    proc = subprocess.run([sys.executable, "examples/demo.py", str(tmp_path / "demo_out")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    trips = re.findall(r"round trip: (\d+) segments checked, (\d+) lossy .* in (\d+) samples", out)
+    assert len(trips) == 4 and out.count("tokenizer card:") == 2
+    (checked, lossy, _), _, (_, dialogue_lossy, _), _ = trips
+    assert int(checked) == 3 * 1996 and int(lossy) > 0  # the SentencePiece model loses "\n"
+    assert dialogue_lossy == "0"  # the byte-level BPE keeps every text
+    assert "cannot represent: nothing: every text round-trips" in out
+    assert "warning: template of examples/data/instructions.jsonl" in proc.stderr
