@@ -64,6 +64,7 @@ class BatchEncoder:
         self._starts = [k == 0 and segments[0].kind != "literal" for k in range(len(self._fields))]
         self._appended = tuple(plan.appended_ids.get(i, ()) for i in self._fields)
         self._decoder = Decoder(tokenizer)
+        self._names = tuple(plan.template.sequence_template)
         self._literal_surfaces = {
             i: tokenizer.surfaces(s.content, [k for k, t in enumerate(plan.literal_ids[i])
                                               if t == plan.unk_id])
@@ -108,14 +109,13 @@ class BatchEncoder:
         return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks))
 
     def _lossy(self, flat, encoded, strips, unks) -> dict:
-        """{sample index: (kinds, row fields)}: the field segments whose ids do not decode to their
-        text (`round_trip`). A segment without UNK whose text the tokenizer's structure
-        keeps (`Decoder.find`) needs no decode. `strips`: per value, whether it was
-        encoded as the start of a text (None: every value was, each on its own)."""
+        """{sample index: (kinds, row fields)}: the field segments whose ids do not decode
+        to their text (`round_trip`). A segment without UNK whose text the tokenizer's
+        structure keeps (`Decoder.find`) needs no decode. `strips`: per value, whether it
+        was encoded as the start of a text (None: every value was, each on its own)."""
         with_unk = {(i, segment) for i, details in unks.items() for segment in details[1]}
         found = self._decoder.find(flat, encoded, strips, self._fields, with_unk, self._symbols)
-        names = tuple(self._plan.template.sequence_template)
-        return {i: (tuple(entry[1] for entry in entries), fmt.lossy_fields(entries, names))
+        return {i: (tuple(entry[1] for entry in entries), fmt.lossy_fields(entries, self._names))
                 for i, entries in found.items()}
 
 
@@ -128,54 +128,63 @@ def encode_symbol_values(tokenizer, flat: list, starts: list) -> tuple[list, lis
     are never cut at a symbol: content stays text. SentencePiece matches user-defined
     symbols in any text it encodes, so plain text is cut inside such a match instead."""
     pattern, user = symbol_patterns(tokenizer)
-    ids_of = tokenizer.symbols
     runs, run_starts, layouts, strips = [], [], [], []
     for value, start in zip(flat, starts):
-        items, buf = [], []
-
-        def flush():
-            run = "".join(buf)
-            buf.clear()
-            if run:
-                items.append(len(runs))
-                runs.append(run)
-                run_starts.append(start and len(items) == 1)
-
-        for text, plain in (((value, False),) if type(value) is str else value):
-            pos = 0
-            if plain:
-                while user is not None:
-                    match = user.search(text, pos)
-                    if match is None:
-                        break
-                    buf.append(text[pos:match.start() + 1])
-                    flush()
-                    pos = match.start() + 1
-                buf.append(text[pos:])
-                continue
-            for match in pattern.finditer(text):
-                buf.append(text[pos:match.start()])
-                flush()
-                items.append(-1 - ids_of[match.group()])  # a symbol: its id, negated
-                pos = match.end()
-            buf.append(text[pos:])
-        flush()
-        layouts.append(items)
-        strips.append(start and bool(items) and items[0] >= 0)
+        items = _cut_at_symbols(value, pattern, user, tokenizer.symbols)
+        layout = []
+        for item in items:
+            if type(item) is str:  # a run: its place among the batch's runs
+                layout.append(len(runs))
+                run_starts.append(start and not layout[:-1])
+                runs.append(item)
+            else:
+                layout.append(-1 - item)  # a symbol: its id, negated
+        layouts.append(layout)
+        strips.append(start and bool(items) and type(items[0]) is str)
     encoded = tokenizer.encode_runs(runs, run_starts) if runs else []
     out = []
-    for items in layouts:
-        if len(items) == 1 and items[0] >= 0:
-            out.append(encoded[items[0]])
+    for layout in layouts:
+        if len(layout) == 1 and layout[0] >= 0:
+            out.append(encoded[layout[0]])
             continue
         ids = []
-        for item in items:
+        for item in layout:
             if item >= 0:
                 ids.extend(encoded[item])
             else:
                 ids.append(-1 - item)
         out.append(ids)
     return out, strips
+
+
+def _cut_at_symbols(value, pattern, user, ids_of) -> list:
+    """A dialogue value (a string, or `(piece, is_plain)` pieces) as its runs of text
+    (str) and symbol ids (int), in order: template text cut at every symbol; plain text
+    cut only just inside a user-defined symbol's text (which SentencePiece would read)."""
+    parts = []  # text, symbol ids, and None where plain text must be cut
+    for text, plain in ((value, False),) if type(value) is str else value:
+        pos = 0
+        if plain:
+            while user is not None and (match := user.search(text, pos)) is not None:
+                parts += [text[pos:match.start() + 1], None]
+                pos = match.start() + 1
+        else:
+            for match in pattern.finditer(text):
+                parts += [text[pos:match.start()], ids_of[match.group()]]
+                pos = match.end()
+        parts.append(text[pos:])
+    items, run = [], []
+    for part in parts + [None]:  # neighbouring text is one run
+        if type(part) is str:
+            run.append(part)
+            continue
+        text = "".join(run)
+        if text:
+            items.append(text)
+        run = []
+        if part is not None:
+            items.append(part)
+    return items
 
 
 def symbol_patterns(tokenizer):
