@@ -46,6 +46,17 @@ def byte_level_bpe(work: Path, texts, specials, vocab: int, config: dict) -> Pat
     return work
 
 
+CHATML_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def chatml_bpe(work: Path, seed: int, vocab: int, **config) -> Path:
+    """A byte-level BPE with ChatML's tokens, trained on 2,000 sentences; eos
+    `<|im_end|>` and pad `<|endoftext|>` in its config (plus `config`)."""
+    rng = random.Random(seed)
+    return byte_level_bpe(work, [sentence(rng, 5, 20) for _ in range(2000)], CHATML_SPECIALS,
+                          vocab, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", **config})
+
+
 def write_jsonl(path: Path, rows, newline="\n") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="") as handle:

@@ -13,23 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import IN_MEMORY, byte_level_bpe, sentence, shard_records, write_jsonl
+from conftest import IN_MEMORY, chatml_bpe, sentence, shard_records, write_jsonl
 from mintdim_beam import UnitReader, pipeline
 from mintdim_beam.audit.verify import verify_output
 from mintdim_beam.core import errors
 from mintdim_beam.core import format as fmt
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-
-
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory) -> Path:
-    rng = random.Random(4)
-    work = tmp_path_factory.mktemp("truncation_tok")
-    byte_level_bpe(work, [sentence(rng, 5, 20) for _ in range(2000)], SPECIALS, 600,
-                   {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
-                    "bos_token": "<|im_start|>"})
-    return work
+    return chatml_bpe(tmp_path_factory.mktemp("truncation_tok"), 4, 600,
+                      bos_token="<|im_start|>")
 
 
 def _jsonl(path: Path) -> list:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import IN_MEMORY, build_qa_units, byte_level_bpe, sentence, write_jsonl
+from conftest import IN_MEMORY, build_qa_units, chatml_bpe, sentence, write_jsonl
 from mintdim_beam import UnitReader, pipeline
 from mintdim_beam.core import errors
 
@@ -26,16 +26,9 @@ def templated(tmp_path_factory, tokenizers_dir) -> Path:
                           seed=5, long_every=9, per_shard=7)
 
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-
-
 @pytest.fixture(scope="module")
 def bpe(tmp_path_factory) -> Path:
-    rng = random.Random(7)
-    work = tmp_path_factory.mktemp("bpe")
-    byte_level_bpe(work, [sentence(rng, 5, 20) for _ in range(2000)], SPECIALS, 400,
-                   {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
-    return work
+    return chatml_bpe(tmp_path_factory.mktemp("bpe"), 7, 400)
 
 
 def _bpe_job(source, bpe, out, sizes, overflow="truncate"):
