@@ -605,6 +605,8 @@ CONFIG_ERRORS = {
                   "tokenizer_option"),
     "eos_option": (dict(tok_options={"eos": True}), errors.PackValidationError,
                    "tokenizer_option"),
+    "literal_specials": (dict(tok_options={"literal_specials": "ids"}),
+                         errors.PackValidationError, "tokenizer_option"),
     "fields_3_for_2": (dict(fields=[["title", "text"]] * 3), errors.FieldMappingError, None),
     "templates_3_for_2": (dict(templates=["{title}{text}"] * 3), errors.TemplateMappingError, None),
     "template_field_missing": (dict(fields=[["text"]], templates=["{title} {text}"]),

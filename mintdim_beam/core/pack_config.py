@@ -106,7 +106,7 @@ def resolve_pack(raw: dict) -> PackConfig:
         raise _bad("source.type", "source_type", source.get("type"))
     files, fields, templates, _ = check_source(source)
     kind, tokenizers, options = check_tokenizer(raw["tokenizer"])
-    for name in ("pad_token", "pad_id"):
+    for name in ("pad_token", "pad_id", "literal_specials"):  # a pack has no literals
         if getattr(options, name) is not None:
             raise _bad(f"tokenizer.{name}", "tokenizer_option", name)
     if options.eos:

@@ -50,9 +50,11 @@ RULES = {
                        "file và dòng nên mỗi file chỉ được xuất hiện một lần (muốn tăng trọng "
                        "số, hãy chép file sang tên khác hoặc dùng blend weights của trainer)"),
     "tokenizer_option": ("tokenizer.{value} does not apply to pack-build: documents end with "
-                         "pack.eod and nothing is padded",
+                         "pack.eod, nothing is padded and each document's text is encoded "
+                         "whole, as plain text",
                          "tokenizer.{value} không áp dụng cho pack-build: mỗi tài liệu kết thúc "
-                         "bằng pack.eod và không có padding"),
+                         "bằng pack.eod, không có padding và văn bản của mỗi tài liệu được "
+                         "encode nguyên vẹn như văn bản thuần"),
     "unknown_key": ("unknown key {value} in the pack block (eod, seed, shard_tokens)",
                     "khoá {value} không hợp lệ trong khối pack (eod, seed, shard_tokens)"),
 }
