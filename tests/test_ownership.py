@@ -17,6 +17,7 @@ import pytest
 
 from conftest import REPO, read_tree
 from mintdim_beam.core import errors
+from mintdim_beam.core import format as fmt
 from mintdim_beam.core.ownership import MARKER, Claim, check_free, clean, inspect
 
 BIN = Path(sys.executable).parent
@@ -348,7 +349,7 @@ def test_clean_refuses_a_complete_build_foreign_files_and_a_running_build(tmp_pa
 def test_clean_removes_a_failed_build_and_says_what(tmp_path):
     out = tmp_path / "out"
     (out / "unit_8").mkdir(parents=True)
-    (out / "unit_8/UNIT_BUILD_FAILED.md").write_text("failed")
+    (out / "unit_8/UNIT_BUILD_FAILED.md").write_text(fmt.failed_unit_notice(8, "x"))
     (out / "unit_8/shard_000000.bin").write_bytes(b"\0\0")
     (out / "sample_index.jsonl").write_text("")
     contents = inspect(str(out))
@@ -356,3 +357,83 @@ def test_clean_removes_a_failed_build_and_says_what(tmp_path):
     assert sorted(clean(str(out), "out")) == ["sample_index.jsonl", "unit_8"]
     assert list(out.iterdir()) == []
     assert _cli("clean", out).stdout.startswith("nothing to clean")
+
+
+# --- clean touches only what a build of ours provably made (issue 25) ----------------------
+
+@pytest.mark.parametrize("files", [
+    {"shard_000000.bin": b"\0" * 8, "shard_000000.idx": b"MMIDIDX\0\0"},  # Megatron's names
+    {"stats.json": b"{}", "histogram.json": b"{}"},  # many tools' summaries
+    {"unit_128/shard_000000.bin": b"\0" * 8},  # our layout's names, nobody's proof
+    {"unit_8/UNIT_BUILD_FAILED.md": b"a notice of someone else's", "sample_index.jsonl": b""}])
+def test_clean_refuses_a_directory_nothing_proves_ours(tmp_path, files):
+    out = tmp_path / "out"
+    for name, data in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    before = read_tree(out)
+    proc = _cli("clean", out)
+    assert proc.returncode == 1 and "nothing proves a build of mintdim-beam made it" in proc.stderr
+    assert "it would not touch" in proc.stderr
+    assert read_tree(out) == before
+
+
+def test_clean_of_a_marked_directory_lists_the_files_it_would_not_touch(tmp_path):
+    out = tmp_path / "out"
+    Claim("gone").take([(str(out), "out")])
+    (out / "sample_index.jsonl").write_text("")
+    (out / "notes.txt").write_text("a user's file")
+    doc = json.loads((out / MARKER).read_text())
+    (out / MARKER).write_text(json.dumps({**doc, "pid": 2 ** 22 + 7}))  # no such process
+    proc = _cli("clean", out)
+    assert proc.returncode == 1 and "it would not touch" in proc.stderr
+    assert "notes.txt" in proc.stderr and (out / "sample_index.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_clean_from_another_host_refuses_a_build_whose_heartbeat_is_fresh(corpus, tmp_path):
+    """A real build runs; `clean` run as another host (its hostname differs, so the pid
+    cannot be checked) sees the marker touched seconds ago and refuses; the build ends
+    complete. The same marker, untouched for longer than HEARTBEAT_FRESH, is cleanable."""
+    from mintdim_beam.core import ownership
+
+    out = tmp_path / "out"
+    proc = _start("build", _config(tmp_path, corpus, out))
+    _wait_for(_tokenizing(out), proc)
+    other = [sys.executable, "-c",
+             "import socket, sys; socket.gethostname = lambda: 'another-host'\n"
+             "from mintdim_beam.cli import main; sys.exit(main(['clean', sys.argv[1]]))", str(out)]
+    refused = subprocess.run(other, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "a build still runs there" in refused.stderr
+    assert "touched" in refused.stderr
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    assert (out / "manifest.json").exists() and not (out / MARKER).exists()
+
+    stale = tmp_path / "stale"
+    Claim("elsewhere").take([(str(stale), "stale")])
+    (stale / "sample_index.jsonl").write_text("")
+    doc = json.loads((stale / MARKER).read_text())
+    (stale / MARKER).write_text(json.dumps({**doc, "host": "a-third-host"}))
+    assert subprocess.run(other[:-1] + [str(stale)], capture_output=True, text=True,
+                          timeout=120).returncode == 1  # just written: fresh
+    old = time.time() - ownership.HEARTBEAT_FRESH - 5
+    os.utime(stale / MARKER, (old, old))
+    done = subprocess.run(other[:-1] + [str(stale)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert list(stale.iterdir()) == []
+
+
+def test_the_heartbeat_touches_markers_and_never_brings_one_back(tmp_path, monkeypatch):
+    from mintdim_beam.core import ownership
+
+    monkeypatch.setattr(ownership, "HEARTBEAT_SECONDS", 0.05)
+    out, gone = tmp_path / "out", tmp_path / "gone"
+    Claim("beating").take([(str(out), "out"), (str(gone), "gone")])
+    old = time.time() - 3600
+    os.utime(out / MARKER, (old, old))
+    ownership.release(str(gone))  # Finalize removed it: a touch must not re-create it
+    with ownership.Heartbeat([str(out), str(gone), "memory://bucket/out"]):
+        time.sleep(0.3)
+    assert time.time() - (out / MARKER).stat().st_mtime < 5
+    assert not (gone / MARKER).exists()

@@ -32,7 +32,7 @@ from mintdim_beam.core.errors import (BuildInterruptedError, PipelineValidationE
                                       TemplateRoundTripError, TemplateTokenizerError,
                                       error_from_payload)
 from mintdim_beam.core.failures import recover
-from mintdim_beam.core.ownership import Claim, check_free, new_run_id
+from mintdim_beam.core.ownership import Claim, Heartbeat, check_free, new_run_id
 from mintdim_beam.core.prepare import prepare
 from mintdim_beam.core.source import DEFAULT_MAX_LINE_BYTES, DEFAULT_RANGE_BYTES, plan_ranges
 from mintdim_beam.core.template_checks import notice_text
@@ -348,7 +348,8 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
 
             p = beam.Pipeline(options=options)
             expand_unit_build(p, plans, ranges, choosers, warm_key)
-            with frozen_heap(), short_sampler_period(), shown_progress(run, ranges):
+            with frozen_heap(), short_sampler_period(), shown_progress(run, ranges), \
+                    Heartbeat(d.output_path for d in datasets):
                 pipeline_result = p.run()
                 if not waits(options):
                     log(f"submitted ({run.runner}); the job finalizes its outputs itself")

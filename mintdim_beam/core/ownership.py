@@ -10,6 +10,12 @@ stays until Finalize has written `manifest.json` and removed the scratch dir; a 
 build marks it failed, a killed one leaves it as it was. So a later build (or `clean`)
 can always tell "another build holds this", "an incomplete build of ours is here" and
 "a complete build is here" apart.
+
+`clean` deletes only what a build of ours provably made: a directory whose ownership
+marker or failure notice (our own prose) is there, and in it only the names our builds
+write; anything else is refused with the list of what it would not touch. A running
+build touches its marker every `HEARTBEAT_SECONDS` (local and shared filesystems: the
+marker's mtime), so `clean` from another host refuses a build whose marker is fresh.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import os
 import re
 import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -30,13 +37,17 @@ MARKER = "_mintdim_build.json"
 
 # Every name a build of ours writes at the top of its output directory.
 _TOP_FILES = {fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE_INDEX,
-              fmt.HISTOGRAM, fmt.STATS, fmt.LENGTH_FIELD, fmt.MANIFEST, MARKER}
+              fmt.LOSSY_INDEX, fmt.HISTOGRAM, fmt.STATS, fmt.LENGTH_FIELD, fmt.MANIFEST, MARKER}
 # ... and of a pack-build (`pack/`): its shards, sequence counts and failure notice.
 _PACK_FILE = re.compile(r"^(shard_\d{6}\.(bin|bin\.index|idx|csv\.gz)|per_dataset_sequences\.json)$")
 PACK_FAILED = "PACK_BUILD_FAILED.md"
 _UNIT_DIR = re.compile(r"^unit_\d+$")
 _UNIT_FILE = re.compile(r"^(shard_\d{6}\.bin|EMPTY_UNIT\.md|UNIT_BUILD_FAILED\.md)$")
 _MEMORY_CLAIMS = threading.Lock()  # memory:// has no atomic create: one process, one lock
+# The first line of each failure notice of ours: the proof `clean` accepts besides a marker.
+_NOTICE_HEADS = {fmt.FAILED_UNIT: b"# Unit build failed\n", PACK_FAILED: b"# pack-build failed\n"}
+HEARTBEAT_SECONDS = 10  # a running build touches its marker this often
+HEARTBEAT_FRESH = 60  # a marker touched this recently belongs to a build that runs
 
 
 def new_run_id() -> str:
@@ -65,6 +76,7 @@ class Contents:
     marker: dict | None  # the ownership marker's content, if any
     foreign: list  # paths that no build of ours writes
     failed_units: list  # unit dirs holding UNIT_BUILD_FAILED.md (or a pack's notice)
+    notices: list = None  # paths of our failure notices (UNIT_BUILD_FAILED.md, ...)
 
     @property
     def empty(self) -> bool:
@@ -81,7 +93,7 @@ class Contents:
 
 def inspect(output_dir: str) -> Contents:
     """List `output_dir` (absent: empty) and sort its entries into ours and foreign."""
-    names, foreign, failed = [], [], []
+    names, foreign, failed, notices = [], [], [], []
     marker = None
     for entry in storage.list_dir(output_dir):
         name = _base(entry)
@@ -95,14 +107,91 @@ def inspect(output_dir: str) -> Contents:
             continue
         elif name == PACK_FAILED:
             failed.append(name)
+            notices.append(path)
         elif _UNIT_DIR.match(name) and storage.is_dir(path):
             inner = [_base(p) for p in storage.list_dir(path)]
             foreign.extend(storage.join(path, n) for n in inner if not _UNIT_FILE.match(n))
             if fmt.FAILED_UNIT in inner:
                 failed.append(name)
+                notices.append(storage.join(path, fmt.FAILED_UNIT))
         else:
             foreign.append(path)
-    return Contents(sorted(names), marker, sorted(foreign), sorted(failed))
+    return Contents(sorted(names), marker, sorted(foreign), sorted(failed), sorted(notices))
+
+
+def _our_notice(path: str) -> bool:
+    """A failure notice written by a build of ours (its first line is our prose)."""
+    try:
+        with storage.open_read(path) as handle:
+            head = handle.read(64)
+    except OSError:
+        return False
+    return head.startswith(_NOTICE_HEADS[_base(path)])
+
+
+def marker_age(output_dir: str) -> float | None:
+    """Seconds since the marker was last touched (a running build's heartbeat), None when
+    the store does not say."""
+    path = marker_path(output_dir)
+    try:
+        if not storage.is_url(path):
+            return max(0.0, time.time() - os.stat(path).st_mtime)
+        info = storage.filesystem(path).info(path)
+    except (OSError, ValueError):
+        return None
+    stamp = info.get("mtime") or info.get("updated") or info.get("LastModified")
+    if isinstance(stamp, str):
+        try:
+            stamp = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if isinstance(stamp, datetime.datetime):
+        stamp = stamp.timestamp()
+    return max(0.0, time.time() - float(stamp)) if isinstance(stamp, (int, float)) else None
+
+
+def still_running(output_dir: str, marker: dict | None) -> str | None:
+    """Why the build holding `marker` counts as running (None: it does not): its process
+    is alive on this host, or (on any other host) its heartbeat is fresh."""
+    if marker is None or marker.get("state") != "running":
+        return None
+    alive = _holder_alive(marker)
+    if alive is not None:
+        return describe(marker) if alive else None
+    age = marker_age(output_dir)
+    if age is not None and age < HEARTBEAT_FRESH:
+        return f"{describe(marker)}, its marker touched {age:.0f} s ago"
+    return None
+
+
+class Heartbeat:
+    """While a build runs: touch each local output's marker every HEARTBEAT_SECONDS
+    (a touch never re-creates a marker Finalize has removed). Object stores have no
+    touch: there the marker's own time is what `clean` judges."""
+
+    def __init__(self, output_dirs):
+        self._paths = [marker_path(d) for d in output_dirs if not storage.is_url(d)]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mintdim-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            for path in self._paths:
+                try:
+                    os.utime(path)
+                except OSError:  # released (or gone): nothing to keep alive
+                    pass
+
+    def __enter__(self):
+        if self._paths:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return False
 
 
 def read_marker(output_dir: str) -> dict:
@@ -304,20 +393,28 @@ def _os_reason(exc: OSError) -> str:
 
 def clean(output_dir: str, output_given: str) -> list[str]:
     """Remove an incomplete build of ours; returns what was removed. Refuses (with
-    OutputValidationError) a complete build, a build that still runs, and a directory
-    holding anything a build of ours does not write."""
+    OutputCleanError, removing nothing) a complete build, a directory without our
+    marker or failure notice, one holding anything a build of ours does not write, and
+    a build that still runs (here, or with a fresh heartbeat anywhere)."""
     contents = inspect(output_dir)
     if contents.empty:
         return []
-    if contents.foreign:
-        shown = ", ".join(contents.foreign[:5]) + (" ..." if len(contents.foreign) > 5 else "")
-        raise OutputCleanError(directory=output_given, reason=f"holds files that are not from mintdim-beam: {shown}")
     marker = contents.marker
-    if marker is not None and marker.get("state") == "running" and _holder_alive(marker):
-        raise OutputCleanError(directory=output_given, reason=f"a build still runs there: {describe(marker)}")
     if contents.complete:
-        raise OutputCleanError(directory=output_given, reason="it holds a complete build (manifest.json); "
-                                         "remove it yourself if you mean to")
+        raise OutputCleanError(directory=output_given, reason="it holds a complete build "
+                               "(manifest.json); remove it yourself if you mean to")
+    if marker is None and not any(_our_notice(path) for path in contents.notices):
+        shown = ", ".join(contents.names[:10]) + (" ..." if len(contents.names) > 10 else "")
+        raise OutputCleanError(directory=output_given, reason=(
+            "nothing proves a build of mintdim-beam made it (no ownership marker "
+            f"{MARKER}, no failure notice of ours); it would not touch: {shown}"))
+    if contents.foreign:
+        shown = ", ".join(contents.foreign[:10]) + (" ..." if len(contents.foreign) > 10 else "")
+        raise OutputCleanError(directory=output_given, reason=(
+            f"holds files that are not from mintdim-beam; it would not touch: {shown}"))
+    running = still_running(output_dir, marker)
+    if running is not None:
+        raise OutputCleanError(directory=output_given, reason=f"a build still runs there: {running}")
     removed = []
     for name in contents.names:
         if name == MARKER:

@@ -11,7 +11,7 @@ from mintdim_beam.build.launch import _received, _RunShape, failed_build, shown_
 from mintdim_beam.build.sampler_period import short_sampler_period
 from mintdim_beam.core import storage
 from mintdim_beam.core.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
-from mintdim_beam.core.ownership import PACK_FAILED, Claim, check_free, new_run_id
+from mintdim_beam.core.ownership import PACK_FAILED, Claim, Heartbeat, check_free, new_run_id
 from mintdim_beam.core.pack_config import prepare_pack, resolve_pack, with_run
 from mintdim_beam.core.source import plan_ranges
 from mintdim_beam.pack.finalize import MANIFEST, failed_notice
@@ -70,7 +70,8 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
 
         p = beam.Pipeline(options=options)
         expand_pack_build(p, plan, ranges)
-        with frozen_heap(), short_sampler_period(), shown_progress(run, ranges, "pack-build"):
+        with frozen_heap(), short_sampler_period(), shown_progress(run, ranges, "pack-build"), \
+                Heartbeat([config.output_path]):
             result = p.run()
             if not waits(options):
                 log(f"submitted ({run.runner}); the job finalizes its output itself")
