@@ -144,6 +144,12 @@ class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
         if not _is_int(vocab) or vocab <= 0:
             bad(f"tokenizer.vocab_size {vocab!r} is not a positive int")
             usable = False
+        elif "id_bound" in tokenizer:  # above every id (more than vocab_size with gaps)
+            if not _is_int(tokenizer["id_bound"]) or tokenizer["id_bound"] < vocab:
+                bad(f"tokenizer.id_bound {tokenizer['id_bound']!r} is not an int of at least "
+                    f"vocab_size {vocab}")
+            else:
+                vocab = tokenizer["id_bound"]
         dtype, code = m.get("dtype"), m.get("dtype_code")
         if dtype not in megatron.DTYPE_CODES:
             bad(f"dtype {dtype!r} is not one of {sorted(megatron.DTYPE_CODES)}")
@@ -153,7 +159,7 @@ class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
                 bad(f"dtype_code {code!r} is not {megatron.DTYPE_CODES[dtype]} (Megatron's "
                     f"code for {dtype})")
             if _is_int(vocab) and vocab > 0 and megatron.dtype_for_vocab(vocab) != dtype:
-                bad(f"vocab_size {vocab} needs dtype {megatron.dtype_for_vocab(vocab)}, "
+                bad(f"ids below {vocab} need dtype {megatron.dtype_for_vocab(vocab)}, "
                     f"manifest says {dtype}")
         eod = m.get("eod")
         eod_id = eod.get("id") if isinstance(eod, dict) else None

@@ -171,7 +171,8 @@ class ShardChecks:
             r = bad_tok[0]
             j = int(np.flatnonzero((payload[r] >= self.vocab) & inside[r])[0])
             self.p.add(rel, a + r, f"payload token {int(payload[r, j])} at position {j} is not "
-                       f"below vocab_size {self.vocab} (the magic is never a token)",
+                       f"below vocab_size {self.vocab} (the bound of the tokenizer's ids; the "
+                       "magic is never a token)",
                        key=(rel, "vocab"), count=int(bad_tok.size))
         return sums, inside, bool(bad_magic.size or bad_len.size or bad_pad.size or bad_tok.size)
 

@@ -312,20 +312,21 @@ class _Verifier(DialogueChecks, IndexChecks, LossyChecks, ShardChecks):
         if not is_int(vocab) or vocab <= 0:
             self.p.add(fmt.MANIFEST, None, f"tokenizer.vocab_size {vocab!r} is not a positive int")
             usable = False
-        elif dtype in MAGICS:
+        else:  # ours: above every id (a vocabulary with gaps); mintdim's builds: vocab_size
+            vocab = id_bound(m, vocab, lambda what: self.p.add(fmt.MANIFEST, None, what))
             try:
                 want = select_dtype(vocab)[0]
             except TokenDTypeCapacityError:
                 want = None
-            if want != dtype:
-                self.p.add(fmt.MANIFEST, None, f"vocab_size {vocab} needs token dtype {want}, "
+            if dtype in MAGICS and want != dtype:
+                self.p.add(fmt.MANIFEST, None, f"ids below {vocab} need token dtype {want}, "
                            f"manifest says {dtype}")
         for name, value in (("unk_id", unk), ("pad_id", pad)):
             if name == "unk_id" and value is None and "unk_id" in (m.get("tokenizer") or {}):
                 continue  # null: a tokenizer without UNK (byte-level), beyond mintdim 0.2.1
             if not is_int(value) or value < 0 or (is_int(vocab) and value >= vocab):
                 self.p.add(fmt.MANIFEST, None, f"tokenizer.{name} {value!r} is not an id in "
-                           f"[0, vocab_size)")
+                           f"[0, {vocab})")
                 usable = False
         if (not isinstance(template, list) or not template
                 or not all(isinstance(s, str) for s in template)):
@@ -534,6 +535,19 @@ class _Verifier(DialogueChecks, IndexChecks, LossyChecks, ShardChecks):
         elif list(have) != list(want):
             self.p.add(rel, None, f"{label}sizes are not in ascending order")
 
+
+
+def id_bound(manifest: dict, vocab: int, problem) -> int:
+    """The bound above every id of a build: our `token_ids.bound` (at least vocab_size;
+    more when the vocabulary has gaps), else vocab_size (mintdim 0.2.1's builds)."""
+    block = manifest.get("token_ids")
+    if block is None:
+        return vocab
+    bound = block.get("bound") if isinstance(block, dict) else None
+    if not is_int(bound) or bound < vocab:
+        problem(f"token_ids.bound {bound!r} is not an int of at least vocab_size {vocab}")
+        return vocab
+    return bound
 
 
 def verify_output(out: str, max_problems: int = 50) -> VerifyResult:

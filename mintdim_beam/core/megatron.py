@@ -27,9 +27,22 @@ _HEADER = struct.Struct("<9sQBQQ")
 HEADER_BYTES = _HEADER.size  # 34
 
 
+DTYPE_MAX = {"uint16": (1 << 16) - 1, "int32": (1 << 31) - 1}
+
+
 def dtype_for_vocab(vocab_size: int) -> str:
-    """uint16 when every id fits (ids below 65536), int32 otherwise."""
+    """uint16 when every id fits (ids below 65536), int32 otherwise; `vocab_size` is the
+    bound above every id the tokenizer can produce."""
     return "uint16" if vocab_size <= 1 << 16 else "int32"
+
+
+def check_ids(ids: np.ndarray, dtype: str) -> None:
+    """Every id fits `dtype` (a cast would wrap it silently), else TokenDTypeCapacityError."""
+    from mintdim_beam.core.errors import TokenDTypeCapacityError
+
+    if ids.size and (int(ids.max()) > DTYPE_MAX[dtype] or int(ids.min()) < 0):
+        bad = int(ids.max()) if int(ids.max()) > DTYPE_MAX[dtype] else int(ids.min())
+        raise TokenDTypeCapacityError(dtype=dtype, max_value=DTYPE_MAX[dtype], token_id=bad)
 
 
 def idx_bytes(lengths: np.ndarray, dtype: str) -> bytes:

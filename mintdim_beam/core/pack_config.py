@@ -52,11 +52,12 @@ class PackPlan:
 
     config: PackConfig
     vocab_size: int
-    dtype: str  # "uint16" or "int32" (Megatron's codes 8 and 4)
+    dtype: str  # "uint16" or "int32" (Megatron's codes 8 and 4), from `id_bound`
     eod_id: int
     eod_token: str
     eod_source: str
     bos_id: int | None
+    id_bound: int = 0  # above every id the tokenizer can produce
 
 
 def _bad(component: str, rule: str, value) -> PackValidationError:
@@ -163,7 +164,8 @@ def prepare_pack(config: PackConfig) -> PackPlan:
                 "a BOS token for tokenizer.bos (the SentencePiece model's bos_id, or a "
                 "tokenizer config naming bos_token)"])
     return PackPlan(config=config, vocab_size=tokenizer.vocab_size,
-                    dtype=dtype_for_vocab(tokenizer.vocab_size), eod_id=int(eod_id),
+                    id_bound=tokenizer.id_bound, eod_id=int(eod_id),
+                    dtype=dtype_for_vocab(tokenizer.id_bound),  # every id it can produce
                     eod_token=eod_token, eod_source=source,
                     bos_id=None if bos_id is None else int(bos_id))
 

@@ -41,6 +41,7 @@ class DatasetPlan:
     appended_ids: dict = field(default_factory=dict)
     notices: tuple = ()  # the template's text against the tokenizer (`template_checks`)
     card: dict = field(default_factory=dict)  # the tokenizer card (`tokenizer_card`)
+    id_bound: int = 0  # above every id the tokenizer can produce (the dtype's choice)
     on_lossy: str = "continue"  # a lossy sample: recorded, or the build fails ("abort")
 
     @property
@@ -81,7 +82,9 @@ def prepare(dataset: Dataset) -> DatasetPlan:
         notices = ([] if chat is None else
                    chat_notices(tokenizer, decoder, chat, f"chat template {chat.name!r}"))
     compiled, appended = with_edges(template, facts, dataset.dialogue)
-    dtype, magic, width = select_dtype(tokenizer.vocab_size)
+    # The dtype holds every id the tokenizer can produce (`id_bound`, the vocabulary size
+    # unless the vocabulary has gaps), so mintdim's rule for every gapless vocabulary.
+    dtype, magic, width = select_dtype(tokenizer.id_bound)
     check_unit_sizes(dataset.sizes, dtype, magic, tokenizer.vocab_size)
     literal_ids = []
     unk_segments = []
@@ -101,7 +104,8 @@ def prepare(dataset: Dataset) -> DatasetPlan:
         unk_id=tokenizer.unk_id, pad_id=facts.pad.id, token_dtype=dtype, magic=magic,
         bytes_per_token=width, literal_ids=tuple(literal_ids),
         literal_unk_segments=tuple(unk_segments), facts=facts, chat_template=chat,
-        appended_ids=appended, notices=tuple(notices), card=build_card(tokenizer, facts))
+        appended_ids=appended, notices=tuple(notices), card=build_card(tokenizer, facts),
+        id_bound=tokenizer.id_bound)
 
 
 def load_chat_template(dialogue: DialogueSource, facts: TokenizerFacts) -> ChatTemplate | None:

@@ -37,6 +37,7 @@ class SentencePieceTokenizer:
         self.model_bos_id = _declared(self._sp.bos_id())
         self.model_eos_id = _declared(self._sp.eos_id())
         self.byte_level = False
+        self.id_bound = self.vocab_size  # ids are 0 .. piece_size - 1
         self.model = sp_model_facts(data)
         sp = self._sp
         self.byte_ids = frozenset(i for i in range(self.vocab_size) if sp.is_byte(i))
@@ -169,6 +170,10 @@ class HuggingFaceTokenizer:
         self.spec = spec
         self.symbols = None  # added tokens: the tokenizer itself reads them out of text
         self.vocab_size = int(self._tk.get_vocab_size())
+        # Above every id it can produce: a vocabulary with gaps (an added token at 70000
+        # in 60,001 entries) needs more than get_vocab_size() says.
+        ids = self._tk.get_vocab(with_added_tokens=True).values()
+        self.id_bound = max(self.vocab_size, max(ids, default=-1) + 1)
         self.byte_level = _is_byte_level(spec)
         self.unk_id = _hf_unk_id(self._tk, spec, display_path, self.byte_level)
         self.padding = _hf_padding(self._tk)  # (id, token) or None

@@ -18,6 +18,7 @@ from mintdim_beam.build.progress import range_size, tally
 from mintdim_beam.core.errors import MintDimError
 from mintdim_beam.core.failures import PendingError, WorkerFailure
 from mintdim_beam.core.input_files import open_range
+from mintdim_beam.core.megatron import check_ids
 from mintdim_beam.core.render_batch import parse_row
 from mintdim_beam.core.source import DEFAULT_MAX_LINE_BYTES, RangeBatches, long_line_reason
 from mintdim_beam.core.template import json_type_name, render_value
@@ -111,7 +112,8 @@ class TokenizeRangeFn(beam.DoFn):
                         else:
                             texts.append(doc)
                             at.append(local_line)
-                    skipped, tokens = self._encode(texts, at, lines, lengths, chunks)
+                    skipped, tokens = self._encode(texts, at, lines, lengths, chunks,
+                                                   errors, key)
                     empty += skipped
                     done = counted
                     if byte_range.codec == "plain":
@@ -148,18 +150,25 @@ class TokenizeRangeFn(beam.DoFn):
             return None, error
         return renderer.text(key, local_line, row)
 
-    def _encode(self, texts, at, lines, lengths, chunks) -> tuple[int, int]:
+    def _encode(self, texts, at, lines, lengths, chunks, errors, key) -> tuple[int, int]:
         """Tokenize a batch; keep the documents with tokens. Returns how many had none
-        and how many tokens the others have."""
+        and how many tokens the others have. A document whose plain text encodes to the
+        EOD id (a vocabulary that has the EOD's text as an ordinary word) is an error at
+        its line: written, the EOD would end it there."""
         if not texts:
             return 0, 0
-        bos = self._plan.bos_id
+        bos, eod = self._plan.bos_id, self._plan.eod_id
         empty = 0
         ids = self._tokenizer.encode_plain_many(texts)
         kept = []
         for local_line, doc in zip(at, ids):
             if not doc:
                 empty += 1
+                continue
+            if eod in doc:
+                errors.append(_pending(key, local_line, "SampleSchemaError", {
+                    "problem": f"the document's text encodes to the EOD id {eod} (at token "
+                               f"{doc.index(eod)}): written, the EOD would end it there"}))
                 continue
             if bos is not None:
                 doc = [bos] + doc
@@ -169,6 +178,7 @@ class TokenizeRangeFn(beam.DoFn):
         if kept:
             total = sum(len(d) for d in kept)
             flat = np.fromiter(chain.from_iterable(kept), dtype=np.int64, count=total)
+            check_ids(flat, self._plan.dtype)
             chunks.append(flat.astype(self._plan.dtype))
             return empty, total
         return empty, 0

@@ -101,6 +101,7 @@ class FinalizeFn(beam.DoFn):
             ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
         if plan.facts is not None:  # each special id and where it came from
             ours["special_tokens"] = plan.facts.manifest_block()
+        ours["token_ids"] = {"bound": plan.id_bound}  # every id is below it
         ours["round_trip"] = fmt.round_trip_doc(summary, plan)
         ours["tokenizer_card"] = plan.card
         manifest = fmt.manifest_doc(plan, sizes, ours)

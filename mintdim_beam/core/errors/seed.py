@@ -381,7 +381,11 @@ class TokenDTypeCapacityError(MintDimError):
 
     def __init__(self, *, vocab_size: int | None = None, dtype: str | None = None,
                  max_value: int | None = None, unit_size: int | None = None,
-                 sample: str | None = None, token_count: int | None = None):
+                 sample: str | None = None, token_count: int | None = None,
+                 token_id: int | None = None):
+        if token_id is not None:
+            self._token_id(dtype, max_value, token_id)
+            return
         if dtype is not None:
             self._stored_value(vocab_size, dtype, max_value, unit_size, sample, token_count)
             return
@@ -400,6 +404,22 @@ class TokenDTypeCapacityError(MintDimError):
              "Cách sửa:", _bullets(["dùng tokenizer có vocabulary nhỏ hơn",
                                     "hoặc dùng phiên bản MintDim hỗ trợ token dtype rộng hơn"])],
         )
+
+    def _token_id(self, dtype, max_value, token_id):
+        """Ours: an id a write found above its dtype (never wrapped; a tokenizer that
+        produced an id above the largest it declares)."""
+        kw = {"dtype": str(dtype), "max_value": int(max_value), "token_id": int(token_id)}
+        self._set(kw, [
+            "A token id is larger than the token dtype can store.",
+            f"Token id: {_num(kw['token_id'], ',')}",
+            f"{kw['dtype']} holds ids up to {_num(kw['max_value'], ',')}",
+            "Fix: the dtype is chosen from the largest id the tokenizer declares; this "
+            "tokenizer produced a larger one. Nothing was written with it."], [
+            "Một token id lớn hơn giá trị token dtype lưu được.",
+            f"Token id: {_num(kw['token_id'], '.')}",
+            f"{kw['dtype']} chứa id tối đa {_num(kw['max_value'], '.')}",
+            "Cách sửa: dtype được chọn theo id lớn nhất mà tokenizer khai báo; tokenizer này "
+            "đã tạo ra id lớn hơn. Không có gì được ghi với id đó."])
 
     def _stored_value(self, vocab_size, dtype, max_value, unit_size, sample, token_count):
         kw = {"vocab_size": None if vocab_size is None else int(vocab_size), "dtype": str(dtype),
