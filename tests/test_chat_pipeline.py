@@ -329,3 +329,15 @@ def test_plan_histograms_count_the_records_a_build_writes(tmp_path, tok, dialogu
     for row in rows:
         counts[row["token_count"]] = counts.get(row["token_count"], 0) + 1
     assert histograms[0] == counts
+
+
+def test_a_template_printing_a_function_is_a_config_error_before_any_output(tmp_path, tok):
+    """`{{ strftime_now }}` without a call would write a per-process memory address into
+    every record (issue 25): the probe render finds it, nothing is written."""
+    template = tmp_path / "bad.jinja"
+    template.write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}{{ strftime_now }}")
+    data = _write(tmp_path / "d.jsonl", [{"messages": dialogue(random.Random(1), 1, False)}])
+    with pytest.raises(errors.PipelineValidationError) as info:
+        _chat(tmp_path, tok, [data], tmp_path / "out", template=str(template))
+    assert "prints a function" in str(info.value) and "line 1" in str(info.value)
+    assert not (tmp_path / "out").exists()

@@ -334,3 +334,26 @@ def test_template_that_rewrites_flagged_content_is_a_problem():
     with pytest.raises(DialogueProblem, match="changes content that contains special-token") as info:
         chat_records(t, msgs, max_turns=1, special_tokens=("<|x|>",))
     assert info.value.message_index == 0
+
+
+# --- templates that would break determinism or the machine (issue 25) ----------------------
+
+@pytest.mark.parametrize("source,what", [
+    ("{{ strftime_now }}", "prints a function"),  # a memory address, per process
+    ("{% for m in messages %}{{ m }}{% endfor %}", "prints a dict"),
+    ("{{ messages[0]['name'] is none }}{{ none }}", "prints a NoneType"),
+    ("{% set big = 'x' * 2**32 %}{{ big[:3] }}", "makes a str of 1 x 4294967296"),
+    ("{{ [0] * 10**9 }}", "makes a list"),
+    ("{{ 2 ** 100000000 }}", "bits")])
+def test_values_that_are_not_text_or_absurd_are_errors_naming_the_line(source, what):
+    from mintdim_beam.core.chat.templates import TemplateBug
+
+    template = ChatTemplate("first line\n" + source, name="probe")
+    with pytest.raises(TemplateBug) as info:
+        template.render_dicts([{"role": "user", "content": "hi"}])
+    assert what in info.value.problem and "chat template probe line 2" in info.value.problem
+
+
+def test_text_values_still_render():
+    template = ChatTemplate("{{ 'ab' * 3 }} {{ 2 ** 10 }} {{ [1, 'x'] }} {{ true }} {{ missing }}.")
+    assert template.render_dicts([]) == "ababab 1024 [1, 'x'] True ."

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from mintdim_beam.core import storage
 from mintdim_beam.core.chat import (BUILTIN_TEMPLATES, ChatTemplate, TemplateSourceError,
                                     builtin_template)
+from mintdim_beam.core.chat.templates import TemplateBug
 from mintdim_beam.core.config import Dataset
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, PipelineValidationError,
                                       TokenDTypeCapacityError)
@@ -79,8 +80,11 @@ def prepare(dataset: Dataset) -> DatasetPlan:
     else:
         template = dialogue_template(dataset.dialogue)
         chat = load_chat_template(dataset.dialogue, facts)
-        notices = ([] if chat is None else
-                   chat_notices(tokenizer, decoder, chat, f"chat template {chat.name!r}"))
+        try:
+            notices = ([] if chat is None else
+                       chat_notices(tokenizer, decoder, chat, f"chat template {chat.name!r}"))
+        except TemplateBug as exc:  # met by the probe render: before any output
+            raise PipelineValidationError(missing=[f"source.chat_template: {exc}"]) from None
     compiled, appended = with_edges(template, facts, dataset.dialogue)
     # The dtype holds every id the tokenizer can produce (`id_bound`, the vocabulary size
     # unless the vocabulary has gaps), so mintdim's rule for every gapless vocabulary.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from mintdim_beam.core.chat.templates import TemplateBug
 from mintdim_beam.core.round_trip import Decoder, literal_report, shown
 
 # What a marker looks like: <|im_end|>, <s>, </s>, <start_of_turn>, [INST], [/INST].
@@ -105,6 +106,8 @@ def chat_notices(tokenizer, decoder: Decoder, template, where: str) -> list[dict
         try:
             rendered = template.render_dicts(list(probe))
             break
+        except TemplateBug:  # the template's own fault: the caller's config error
+            raise
         except ValueError:  # DialogueProblem: the template refuses this probe's shape
             continue
     if rendered is None:

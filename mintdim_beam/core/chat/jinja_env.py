@@ -14,6 +14,12 @@ helpers templates expect:
 - the `tojson` filter: `json.dumps` keeping non-ASCII (`ensure_ascii=False`), with the
   `indent`, `separators` and `sort_keys` arguments transformers supports;
 - `dict(...)` and a `namespace(...)` that refuses underscore-prefixed names.
+
+Two guards keep a template from breaking determinism or the machine: only strings,
+numbers and lists of them become text (`{{ strftime_now }}` without a call would print
+a function's memory address, different per process), and `*` / `**` refuse results
+over `MAX_VALUE` (`'x' * 2**32`: 4 GiB; intercepted, so Jinja no longer folds such
+constants at compile time). Either is a `TemplateValueError`.
 """
 from __future__ import annotations
 
@@ -29,6 +35,28 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 DATE_VAR = "date"
 DEFAULT_NOW = "2025-01-01T00:00:00"
+MAX_VALUE = 1 << 24  # items of a string or list a template may make with `*`; digits of `**`
+
+
+class TemplateValueError(jinja2.exceptions.SecurityError):
+    """A template printed something that is not text, or computed an absurd value."""
+
+
+def _text_value(value):
+    """Jinja's `finalize`: what `{{ ... }}` may print."""
+    if value is None or isinstance(value, (str, int, float, jinja2.Undefined)):
+        return value if value is not None else _refuse(value)
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (str, int, float)) for v in value):
+        return value
+    return _refuse(value)
+
+
+def _refuse(value):
+    shown = repr(value)
+    raise TemplateValueError(
+        f"the template prints a {type(value).__name__} ({shown[:60]}), which is not text: only "
+        "strings, numbers and lists of them are (call the function, or pick the field)")
 
 
 def fixed_now(template_vars: Mapping[str, Any] | None) -> datetime:
@@ -100,10 +128,30 @@ class _GenerationTag(jinja2.ext.Extension):
         return caller()
 
 
+class _BoundedSandbox(ImmutableSandboxedEnvironment):
+    """Transformers' sandbox, with `*` and `**` bounded (`MAX_VALUE`)."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) \
+                        and len(seq) * times > MAX_VALUE:
+                    raise TemplateValueError(
+                        f"the template makes a {type(seq).__name__} of {len(seq)} x {times} "
+                        f"items (more than {MAX_VALUE:,})")
+        if operator == "**" and isinstance(left, int) and isinstance(right, int) \
+                and abs(left) > 1 and right * max(1, abs(left).bit_length()) > MAX_VALUE:
+            raise TemplateValueError(f"the template computes {left} ** {right}, a number of "
+                                     f"more than {MAX_VALUE:,} bits")
+        return super().call_binop(context, operator, left, right)
+
+
 def make_environment(now: datetime) -> ImmutableSandboxedEnvironment:
     """A fresh sandbox whose `strftime_now` formats `now`."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+    env = _BoundedSandbox(trim_blocks=True, lstrip_blocks=True, finalize=_text_value,
+                          extensions=[_GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
 

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 import jinja2
 import jinja2.nodes
 
-from mintdim_beam.core.chat.jinja_env import fixed_now, make_environment
+from mintdim_beam.core.chat.jinja_env import TemplateValueError, fixed_now, make_environment
 from mintdim_beam.core.chat.messages import DialogueProblem, Message
 
 CHATML = """\
@@ -108,6 +108,22 @@ class TemplateSourceError(ValueError):
     configuration error, raised before any sample is read."""
 
 
+class TemplateBug(DialogueProblem):
+    """A sample's render failed on the template itself (`TemplateValueError`): it
+    printed something that is not text, or computed an absurd value. A problem for the
+    sample at build time; a config error when the probe render meets it."""
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line an error was raised at (Jinja maps its frames to the source)."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
 def builtin_template(name: str) -> str:
     """The source text of a built-in template."""
     try:
@@ -171,6 +187,11 @@ class ChatTemplate:
         try:
             return self._template.render(messages=list(dicts),
                                          add_generation_prompt=add_generation_prompt, **self._base)
+        except TemplateValueError as exc:
+            line = _template_line(exc)
+            where = f"chat template {self.name or ''} line {line}".replace("  ", " ") \
+                if line else f"chat template {self.name or ''}".strip()
+            raise TemplateBug(f"{where}: {exc}") from None
         except _RENDER_ERRORS as exc:
             raise DialogueProblem(f"chat template error: {exc}") from None
 
