@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,3 +77,40 @@ def test_the_command_leaves_its_heap_to_the_os_but_main_does_not(tmp_path):
     for entry, frozen in (("main", False), ("console_main", True)):
         proc = _run([sys.executable, "-c", probe, entry, str(tmp_path / "missing")])
         assert proc.stdout.splitlines()[-1].split() == ["1", str(frozen)], proc.stderr
+
+
+@pytest.mark.parametrize("flag,hint", [
+    ("--max_line_byte=100", "did you mean --max_line_bytes?"),
+    ("--disk-check=off", "did you mean --disk_check?"),
+    ("--runnr=DataflowRunner", "did you mean --runner?"),
+    ("--on_overflw=skip", "did you mean --on_overflow?"),
+    ("--seed=3", "neither Beam nor mintdim-beam knows")])
+def test_a_flag_nobody_knows_is_a_config_error_before_any_output(tmp_path, flag, hint):
+    """Beam only warns about a flag it cannot parse: a typo would quietly build with the
+    default (or on the laptop instead of Dataflow). Issue 25: refused, exit 2."""
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({
+        "source": {"files": ["in.jsonl"], "fields": [["q"]], "templates": ["{q}"]},
+        "tokenizer": {"type": "sentencepiece", "files": [str(REPO / "examples/tokenizer/demo.model")]},
+        "units": {"sizes": [[64]], "build_batch": [4]},
+        "output": {"dir": str(tmp_path / "out"), "samples_per_shard": [4]}}))
+    (tmp_path / "in.jsonl").write_text('{"q": "hello"}\n')
+    proc = _run(["mintdim-beam", "build", str(config), flag], cwd=tmp_path)
+    assert proc.returncode == 2 and hint in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_progress_interval_is_a_config_error_before_the_claim(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({
+        "source": {"files": ["in.jsonl"], "fields": [["q"]], "templates": ["{q}"]},
+        "tokenizer": {"type": "sentencepiece", "files": [str(REPO / "examples/tokenizer/demo.model")]},
+        "units": {"sizes": [[64]], "build_batch": [4]},
+        "output": {"dir": str(tmp_path / "out"), "samples_per_shard": [4]}}))
+    (tmp_path / "in.jsonl").write_text('{"q": "hello"}\n')
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+               MINTDIM_PROGRESS_INTERVAL="abc")
+    proc = subprocess.run(["mintdim-beam", "build", str(config)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "MINTDIM_PROGRESS_INTERVAL" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()

@@ -7,6 +7,7 @@ identities in the manifest, and `verify` says whether each still matches.
 The change is made deterministically right after the real planning, by wrapping the
 launcher's `plan_ranges`."""
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -266,12 +267,14 @@ def test_manifest_records_inputs_after_our_version(workdir, tokenizers_dir):
     keys = list(manifest)
     assert keys[:len(MANIFEST_REFERENCE_KEYS)] == MANIFEST_REFERENCE_KEYS
     assert keys[len(MANIFEST_REFERENCE_KEYS):] == ["mintdim_beam_version", "inputs", "special_tokens",
-                                                   "round_trip", "tokenizer_card"]
+                                                   "token_ids", "round_trip", "tokenizer_card"]
     a, b = manifest["inputs"]
+    ends = hashlib.blake2b(ORIGINAL, digest_size=12).hexdigest()  # a file under one block
     assert a == {"file": "a.jsonl", "size": len(ORIGINAL),
-                 "mtime_ns": (workdir / "a.jsonl").stat().st_mtime_ns}
+                 "mtime_ns": (workdir / "a.jsonl").stat().st_mtime_ns, "ends": ends}
     assert b["file"] == "b.jsonl.gz" and b["size"] == (workdir / "b.jsonl.gz").stat().st_size
-    assert b["compression"] == "gzip" and list(b) == ["file", "size", "mtime_ns", "compression"]
+    assert b["compression"] == "gzip" and list(b) == ["file", "size", "mtime_ns", "ends",
+                                                      "compression"]
 
 
 def _verify(out: Path, cwd: Path) -> subprocess.CompletedProcess:
@@ -354,3 +357,23 @@ def test_interactive_survey_notices_a_changed_input(workdir, tokenizers_dir):
     found = run_survey_child(workdir, "data.jsonl", "append")
     assert found["error"] == "SourceChangedError" and found["kwargs"]["file"] == "data.jsonl"
     assert not (workdir / "out/manifest.json").exists()
+
+
+def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen(workdir, tokenizers_dir,
+                                                             monkeypatch):
+    """Size and modification time the same (`touch -r`, `rsync --times`, a copy
+    tool), one byte changed: the digest of the file's ends differs (issue 25)."""
+    path = _local_case(workdir, tokenizers_dir)
+    stat = path.stat()
+
+    def rewrite():
+        data = bytearray(path.read_bytes())
+        data[5] = ord("X") if data[5] != ord("X") else ord("Y")
+        path.write_bytes(bytes(data))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+
+    _change_after_planning(monkeypatch, rewrite)
+    error = _expect_changed(_in(workdir, ["data.jsonl"]), IN_MEMORY, "data.jsonl",
+                            lambda: (workdir / "out/manifest.json").exists())
+    assert "first and last blocks" in error.kwargs["planned"]

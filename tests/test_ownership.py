@@ -437,3 +437,21 @@ def test_the_heartbeat_touches_markers_and_never_brings_one_back(tmp_path, monke
         time.sleep(0.3)
     assert time.time() - (out / MARKER).stat().st_mtime < 5
     assert not (gone / MARKER).exists()
+
+
+def test_a_filesystem_without_hard_links_can_be_claimed(tmp_path, monkeypatch):
+    """FUSE and some NFS mounts refuse link(): the claim is an exclusive create (issue 25;
+    it was called "cannot be written" before), and a second claim is still refused."""
+    def no_links(*args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    out = tmp_path / "out"
+    first = Claim("first")
+    first.take([(str(out), "out")])
+    assert json.loads((out / MARKER).read_text())["run_id"] == "first"
+    with pytest.raises(errors.OutputValidationError) as info:
+        Claim("second").take([(str(out), "out")])
+    assert info.value.kwargs["problem"] == "held"
+    first.undo()
+    assert not out.exists()

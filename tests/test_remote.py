@@ -222,3 +222,20 @@ def test_a_bucket_output_is_claimed_by_one_build(store, request):
     Claim("third-run").take([(out, out)])  # released: free again
     if store == "s3":
         _race(lambda i: f"{root}/race-{i}")
+
+
+def test_memory_paths_with_worker_processes_are_refused_before_any_output(tmp_path):
+    """memory:// is one process's filesystem: worker processes would not find the inputs
+    (issue 25: a 66-line failure before). A config error, nothing written."""
+    fs = fsspec.filesystem("memory")
+    case = _case()
+    mapping = {}
+    for rel in case["files"] + case["tokenizer"]["files"]:
+        url = f"memory://refuse/{rel.replace('../', '')}"
+        fs.pipe_file(url, (GOLDEN / CASE / rel).read_bytes())
+        mapping[rel] = url
+    with pytest.raises(errors.PipelineValidationError) as info:
+        launch(_config(mapping, "memory://refuse-out"), "abort", case["on_overflow"],
+               MULTI_PROCESS)
+    assert "memory:// is one process's" in info.value.english
+    assert not fs.exists("memory://refuse-out")

@@ -19,7 +19,7 @@ from pathlib import Path
 from mintdim_beam.build.encoder_process import warm_helpers
 from mintdim_beam.build.frozen_heap import frozen_heap
 from mintdim_beam.build.local_default import DEFAULT_RUNNER, auto_encoder_processes
-from mintdim_beam.build.progress import Progress, range_size
+from mintdim_beam.build.progress import Progress, progress_interval, range_size
 from mintdim_beam.build.prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
 from mintdim_beam.build.sampler_period import short_sampler_period
 from mintdim_beam.build.units import (POLICIES, TEMPLATE_UNK_POLICIES, decide_overflows,
@@ -263,7 +263,7 @@ class _RunShape:
             self.options, self.runner, self.local = None, DEFAULT_RUNNER, True
             self.range_bytes, self.early_helpers = DEFAULT_RANGE_BYTES, auto_encoder_processes()
             self.max_line_bytes = DEFAULT_MAX_LINE_BYTES
-            self.disk_check = True
+            self.disk_check, self.one_process = True, True
             return
         from mintdim_beam.build.options import (checks_disk, encoder_processes, is_local,
                                                 is_single_process, make_options, max_line_bytes,
@@ -274,9 +274,20 @@ class _RunShape:
         self.range_bytes = range_bytes(self.options)
         self.max_line_bytes = max_line_bytes(self.options)
         self.disk_check = checks_disk(self.options)
+        self.one_process = is_single_process(self.options)
         # Helpers for an in-process worker start before the pipeline is built.
         self.early_helpers = (encoder_processes(self.options)
                               if is_single_process(self.options) else 0)
+
+    def check_memory_paths(self, paths) -> None:
+        """memory:// lives in one process: with worker processes it is a config error
+        before any output, not a worker's failure to find its files."""
+        found = sorted({p for p in paths if p and str(p).startswith("memory://")})
+        if found and not self.one_process:
+            raise PipelineValidationError(missing=[
+                f"paths other than memory:// ({', '.join(found[:3])}) for a runner with "
+                "worker processes (memory:// is one process's: use --runner=FnApiRunner "
+                "in memory, or a local path or gs:// / s3:// URL)"])
 
     def beam_options(self):
         from mintdim_beam.build.options import make_options
@@ -309,6 +320,9 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
         check_free(dataset.output_path, dataset.output_given)
     plans = {d.index: dataclasses.replace(prepare(d), on_lossy=on_lossy) for d in datasets}
     run = _RunShape(pipeline_options)
+    progress_interval()  # the environment's settings, checked before the claim
+    run.check_memory_paths([d.output_path for d in datasets] + [d.tokenizer_path for d in datasets]
+                           + [f.path for d in datasets for f in d.files])
     interactive = run.local and stdin_is_tty()
     _resolve_template_unk(plans, on_template_unk, interactive)
     _resolve_notices(plans, on_lossy)

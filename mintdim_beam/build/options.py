@@ -8,6 +8,8 @@ from mintdim_beam.core.source import DEFAULT_MAX_LINE_BYTES, DEFAULT_RANGE_BYTES
 
 LOCAL_RUNNERS = {None, "DirectRunner", "FnApiRunner", "BundleBasedDirectRunner",
                  "SwitchingDirectRunner"}
+# The command's own options, which a mistyped one is compared with too (`check_flags`).
+COMMAND_OPTIONS = ("config", "on_overflow", "on_template_unk", "on_lossy")
 
 
 class MintDimOptions(PipelineOptions):
@@ -78,12 +80,48 @@ def encoder_processes(options: PipelineOptions) -> int:
     return count
 
 
+def check_flags(flags, extra_known=COMMAND_OPTIONS) -> None:
+    """Every `--flag` is one Beam or we know, else a config error (exit 2) with a "did
+    you mean": Beam itself only warns about a flag it cannot parse, so a mistyped
+    `--runnr=DataflowRunner` or `--max_line_byte` would quietly run something else.
+    `extra_known`: the command's own options (`--on_overflow`, ...), for suggestions."""
+    import argparse
+    import difflib
+
+    from mintdim_beam.core.errors import PipelineValidationError
+
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
+    for cls in _subclasses(PipelineOptions):
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(list(flags))
+    unknown = [arg for arg in unknown if arg.startswith("-")]
+    if not unknown:
+        return
+    known = sorted({o.lstrip("-") for a in parser._actions for o in a.option_strings
+                    if o.startswith("--")} | set(extra_known))
+    problems = []
+    for arg in unknown:
+        name = arg.lstrip("-").split("=", 1)[0]
+        close = difflib.get_close_matches(name.replace("-", "_"), known, n=1, cutoff=0.75)
+        problems.append(f"{arg.split('=', 1)[0]} is a flag neither Beam nor mintdim-beam "
+                        "knows" + (f" (did you mean --{close[0]}?)" if close else ""))
+    raise PipelineValidationError(missing=problems)
+
+
+def _subclasses(cls) -> set:
+    found = set()
+    for sub in cls.__subclasses__():
+        found |= {sub} | _subclasses(sub)
+    return found
+
+
 def make_options(pipeline_options) -> PipelineOptions:
     if pipeline_options is None:
         options = PipelineOptions(default_flags())
     elif isinstance(pipeline_options, PipelineOptions):
         options = pipeline_options
     else:
+        check_flags(pipeline_options)
         options = PipelineOptions(list(pipeline_options))
     standard = options.view_as(StandardOptions)
     if standard.runner is None:

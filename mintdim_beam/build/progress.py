@@ -109,6 +109,22 @@ def _eta(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
+def progress_interval() -> float:
+    """`MINTDIM_PROGRESS_INTERVAL` in seconds (default 10), checked by the launchers
+    before they claim an output: a bad value is a config error, not a traceback later."""
+    text = os.environ.get(INTERVAL_ENV, "10")
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        from mintdim_beam.core.errors import PipelineValidationError
+
+        raise PipelineValidationError(missing=[
+            f"{INTERVAL_ENV} as a positive number of seconds (got {text!r})"])
+    return value
+
+
 class Progress:
     """The launcher's side: a thread showing the workers' totals until `stop()`."""
 
@@ -117,7 +133,7 @@ class Progress:
         self.label = label
         self.stream = stream or sys.stderr
         self.directory = tempfile.mkdtemp(prefix="mintdim-progress-")
-        self.interval = float(os.environ.get(INTERVAL_ENV, "10"))
+        self.interval = progress_interval()
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mintdim-progress", daemon=True)

@@ -5,12 +5,16 @@ again when it is done, and recorded in the manifest.
 
 Why: a file replaced or truncated mid-build otherwise gives a build mixed from two
 versions, or with samples missing, that completes and verifies clean. The check is once
-per range (a stat, or one metadata request), never per line.
+per range (a stat, or one metadata request, and two block reads), never per line.
+
+The identity ends with a digest of the file's first and last `ENDS_BLOCK` bytes: a
+rewrite of the same size whose modification time was put back still differs there.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import os
 
 from mintdim_beam.core import storage
@@ -25,6 +29,25 @@ _STAMPS = (("generation", "generation"), ("ETag", "etag"), ("etag", "etag"),
            ("created", "created"))
 _NOT_IDENTITY = ("file", "compression")  # manifest entry keys that are not compared
 GONE = "the file no longer exists"
+ENDS_BLOCK = 1 << 16
+
+
+def _ends(read, size: int) -> tuple:
+    """("ends", digest) of the first and last ENDS_BLOCK bytes; `read(start, length)`."""
+    digest = hashlib.blake2b(read(0, min(size, ENDS_BLOCK)), digest_size=12)
+    if size > ENDS_BLOCK:
+        tail = max(ENDS_BLOCK, size - ENDS_BLOCK)
+        digest.update(read(tail, size - tail))
+    return (("ends", digest.hexdigest()),)
+
+
+def _local_ends(fd: int, size: int) -> tuple:
+    return _ends(lambda start, length: os.pread(fd, length, start), size)
+
+
+def _remote_ends(fs, path: str, size: int) -> tuple:
+    return _ends(lambda start, length: fs.cat_file(path, start=start, end=start + length)
+                 if length else b"", size)
 
 
 def _scalar(value):
@@ -55,10 +78,15 @@ def _fresh_fs(path: str):
 
 
 def identity_of(path: str) -> tuple:
-    """The file's identity now, as ((name, value), ...): size first, then a stamp."""
+    """The file's identity now, as ((name, value), ...): size first, then a stamp, then
+    the digest of its ends."""
     if not storage.is_url(path):
-        return _local(os.stat(path))
-    return _from_info(_fresh_fs(path).info(path))
+        with open(path, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            return _local(stat) + _local_ends(handle.fileno(), stat.st_size)
+    fs = _fresh_fs(path)
+    found = _from_info(fs.info(path))
+    return found + _remote_ends(fs, path, found[0][1])
 
 
 def describe(identity) -> str:
@@ -69,6 +97,8 @@ def describe(identity) -> str:
         elif name == "mtime_ns":
             when = datetime.datetime.fromtimestamp(value / 1e9, datetime.timezone.utc)
             parts.append(f"modified {when.isoformat()} (mtime_ns {value})")
+        elif name == "ends":
+            parts.append(f"first and last blocks {value}")
         else:
             parts.append(f"{name} {value}")
     return ", ".join(parts) or "unknown"
@@ -79,12 +109,14 @@ def probe(path: str, given: str) -> tuple[tuple, str]:
     without the `zstandard` package) is a SourceFormatError, before any output."""
     if not storage.is_url(path):
         with open(path, "rb") as handle:
-            identity = _local(os.fstat(handle.fileno()))
+            stat = os.fstat(handle.fileno())
+            identity = _local(stat) + _local_ends(handle.fileno(), stat.st_size)
             head = handle.read(MAGIC_BYTES)
     else:
         fs = _fresh_fs(path)
         identity = _from_info(fs.info(path))
         size = identity[0][1]
+        identity += _remote_ends(fs, path, size)
         head = fs.cat_file(path, start=0, end=min(MAGIC_BYTES, size)) if size else b""
     codec, found = sniff(head)
     if codec is None:
@@ -97,20 +129,26 @@ def _open(path: str):
     fstat, so the identity is that of the very file being read."""
     if not storage.is_url(path):
         handle = open(path, "rb")  # noqa: SIM115 - closed by open_range
-        return handle, _local(os.fstat(handle.fileno()))
+        return handle, _local_identity(handle)
     fs = _fresh_fs(path)
     handle = fs.open(path, "rb")
     details = getattr(handle, "details", None)  # fsspec takes them when it opens
     if isinstance(details, dict) and "size" in details:
-        return handle, _from_info(details)
+        found = _from_info(details)
+        return handle, found + _remote_ends(fs, path, found[0][1])
     return handle, identity_of(path)
+
+
+def _local_identity(handle) -> tuple:
+    stat = os.fstat(handle.fileno())
+    return _local(stat) + _local_ends(handle.fileno(), stat.st_size)
 
 
 def _now(path: str, handle) -> tuple | None:
     """The identity after reading (None: gone). Locally the open file's own."""
     try:
         if not storage.is_url(path):
-            return _local(os.fstat(handle.fileno()))
+            return _local_identity(handle)
         return identity_of(path)
     except FileNotFoundError:
         return None

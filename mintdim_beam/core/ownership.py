@@ -265,15 +265,14 @@ def check_free(output_dir: str, output_given: str) -> None:
 def _create_exclusive(path: str, data: bytes) -> None:
     """Create `path` only if it does not exist (FileExistsError otherwise), atomically."""
     if not storage.is_url(path):
-        # Written whole under a temporary name, then linked into place: link() fails if
-        # the name exists, and a reader never sees a half-written marker.
-        temp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(temp, "wb") as handle:
-            handle.write(data)
+        # O_EXCL: the create fails if the name exists, on every filesystem (hard links,
+        # used before, are missing on FUSE and some NFS). The marker is one small write;
+        # a reader that meets it half-written still counts it (`read_marker`).
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.link(temp, path)
+            os.write(fd, data)
         finally:
-            os.unlink(temp)
+            os.close(fd)
         return
     fs = storage.filesystem(path)
     if path.startswith("memory://"):

@@ -7,6 +7,7 @@ import json
 import sys
 
 from mintdim_beam.build.frozen_heap import frozen_heap
+from mintdim_beam.build.progress import progress_interval
 from mintdim_beam.build.launch import _received, _RunShape, failed_build, shown_progress
 from mintdim_beam.build.sampler_period import short_sampler_period
 from mintdim_beam.core import storage
@@ -48,6 +49,9 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
     check_free(config.output_path, config.output_given)
     plan = prepare_pack(config)
     run = _RunShape(pipeline_options)
+    progress_interval()  # the environment's settings, checked before the claim
+    run.check_memory_paths([config.output_path, config.tokenizer_path]
+                           + [f.path for f in config.files])
     ranges = plan_ranges([config], run.range_bytes)
     claim = Claim(run_id)
     claim.take([(config.output_path, config.output_given)])
