@@ -568,6 +568,51 @@ def test_token_dtype_follows_the_vocabulary_size(tmp_path, words, code, dtype):
     assert manifest["tokenizer"]["vocab_size"] == words + 2
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_shard_of_2000_ranges_is_written_under_ulimit_n_256(corpus, tmp_path, eot_id):
+    """One shard gathers a slice of every byte range; its writer maps a bounded number
+    of them at once, so 2,000 ranges fit under `ulimit -n 256` (a real rlimit on a real
+    `mintdim-beam pack` process) and give the bytes of a one-range build."""
+    import resource
+    import subprocess
+    import sys
+
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / "tok").mkdir(exist_ok=True)
+        (tmp_path / "tok" / name).write_bytes((corpus / "tok" / name).read_bytes())
+    lines = [json.dumps({"text": f"line {i:05d} of many"}) for i in range(2000)]
+    width = len(lines[0]) + 1
+    assert {len(line) + 1 for line in lines} == {width}
+    _write_lines(tmp_path / "a.jsonl", lines)
+    config = {"source": {"files": ["a.jsonl"], "fields": [["text"]], "templates": ["{text}"]},
+              "tokenizer": {"type": "hf_json", "files": ["tok/tokenizer.json"],
+                            "config": "tok/tokenizer_config.json"},
+              "pack": {"eod": EOT, "seed": 3, "shard_tokens": 1 << 30}}
+    import yaml
+
+    (tmp_path / "many.yaml").write_text(yaml.safe_dump({**config, "output": {"dir": "many"}}))
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump({**config, "output": {"dir": "one"}}))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    limit = 256 if hard == resource.RLIM_INFINITY else min(256, hard)
+
+    def run(name: str, *flags: str, limited: bool):
+        return subprocess.run(
+            [sys.executable, "-m", "mintdim_beam.cli", "pack", name, *flags], cwd=tmp_path,
+            capture_output=True, text=True, timeout=240,
+            preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard)))
+            if limited else None)
+
+    many = run("many.yaml", f"--input_range_bytes={width}", limited=True)
+    assert many.returncode == 0, many.stderr[-3000:]
+    assert json.loads(many.stdout)["shards"] == 1
+    one = run("one.yaml", limited=False)
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert _tree(tmp_path / "many", "many") == _tree(tmp_path / "one", "one")
+    shards = _read_output(tmp_path / "many", "many", eot_id)
+    assert len(_documents(shards)) == 2000
+
+
 # --- 5. configuration errors before any output ------------------------------------------
 
 @pytest.fixture

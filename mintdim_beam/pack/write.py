@@ -56,14 +56,9 @@ class WriteShardFn(beam.DoFn):
         rows = {k: v[order] for k, v in rows.items()}
         config, out = self._plan.config, self._plan.config.output_path
         prefix = storage.join(out, shard_name(shard))
-        blocks = [scratch.TokenBlock(s.token_file, self._plan.dtype, s.tok_lo, s.tok_hi)
-                  for s in slices]
-        try:
+        with scratch.TokenBlocks(slices, self._plan.dtype) as blocks:
             written = storage.write_stream_atomic(prefix + ".bin", self._bin_chunks(rows, blocks),
                                                   out)
-        finally:
-            for block in blocks:
-                block.close()
         sequence_lengths = rows["length"] + 1
         storage.write_atomic(prefix + ".idx", megatron.idx_bytes(sequence_lengths,
                                                                  self._plan.dtype), out)
@@ -94,16 +89,25 @@ class WriteShardFn(beam.DoFn):
         return {k: np.concatenate(v) for k, v in parts.items()}
 
     def _bin_chunks(self, rows, blocks):
+        """The .bin in chunks of documents; within a chunk the documents are copied slice
+        by slice (a slice's map is used once per chunk, so a bounded set of maps serves
+        thousands of slices without reopening one per document)."""
         dtype = self._plan.dtype
-        eod = np.array([self._plan.eod_id], dtype=dtype)
         count = len(rows["key"])
         for lo in range(0, count, CHUNK_DOCS):
-            pieces = []
-            for i in range(lo, min(lo + CHUNK_DOCS, count)):
-                start = int(rows["offset"][i])
-                pieces.append(blocks[rows["slice"][i]].tokens[start:start + int(rows["length"][i])])
-                pieces.append(eod)
-            yield np.concatenate(pieces).astype(dtype, copy=False).tobytes()
+            hi = min(lo + CHUNK_DOCS, count)
+            lengths = rows["length"][lo:hi]
+            ends = np.cumsum(lengths + 1)
+            starts = ends - lengths - 1
+            chunk = np.empty(int(ends[-1]), dtype=dtype)
+            chunk[ends - 1] = self._plan.eod_id
+            by_slice = np.argsort(rows["slice"][lo:hi], kind="stable")
+            slice_of, offsets = rows["slice"][lo:hi], rows["offset"][lo:hi]
+            for j in by_slice.tolist():
+                start, length = int(offsets[j]), int(lengths[j])
+                at = int(starts[j])
+                chunk[at:at + length] = blocks.tokens(int(slice_of[j]))[start:start + length]
+            yield chunk.tobytes()
 
     def _provenance(self, rows, sequence_lengths):
         """The gzip CSV in chunks of rows (never the shard's whole text in memory); no
