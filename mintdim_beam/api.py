@@ -18,13 +18,14 @@ class _Source(_Block):
 
     def chat(self, *, files: Sequence[str], format: str = "messages", chat_template: str,
              template_vars: dict | None = None, max_turns: int = 1,
-             on_extra_turns: str = "split") -> "UnitBuildJob":
+             on_extra_turns: str = "split", max_messages: int = 1024) -> "UnitBuildJob":
         """Dialogues (OpenAI `messages` or ShareGPT `conversations`), one trained segment
         `assistant_<i>` per assistant turn, context between (see README, Chat data)."""
         self._job._raw["source"] = {
             "type": "chat", "files": _listed(files), "format": format,
             "chat_template": chat_template, "template_vars": dict(template_vars or {}),
-            "max_turns": max_turns, "on_extra_turns": on_extra_turns}
+            "max_turns": max_turns, "on_extra_turns": on_extra_turns,
+            "max_messages": max_messages}
         return self._job
 
     def preference(self, *, files: Sequence[str], chat_template: str | None = None,

@@ -145,6 +145,45 @@ def test_segment_ids_equal_transformers_apply_chat_template(tmp_path, tok, dialo
         assert trained > 0
 
 
+def _through_turn(messages: list, turn: int) -> list:
+    """The messages up to and including the `turn`-th trained assistant turn."""
+    trained = [k for k, m in enumerate(messages)
+               if m["role"] == "assistant" and m.get("weight", 1)]
+    return messages[:trained[turn] + 1]
+
+
+@pytest.mark.parametrize("template", ["chatml", "llama3"])
+def test_split_records_equal_transformers_on_each_prefix_of_the_dialogue(tmp_path, tok,
+                                                                         dialogues, template):
+    """With one trained turn per record, part j of a dialogue holds everything up to its
+    turn: exactly apply_chat_template of those messages. Its history is the ids the part
+    before it holds (reused, not encoded again), so part j-1 is a prefix of part j."""
+    from transformers import PreTrainedTokenizerFast
+
+    from mintdim_beam.core.chat import builtin_template
+
+    out = tmp_path / "out"
+    _chat(tmp_path, tok, [dialogues], out, template=template, turns=1, sizes=(256,))
+    reference = PreTrainedTokenizerFast(tokenizer_file=str(tok / "tokenizer.json"),
+                                        bos_token="<|begin_of_text|>", eos_token="<|im_end|>")
+    reference.chat_template = builtin_template(template)
+    rows, records = _records(out)
+    lines = dialogues.read_text(encoding="utf-8").splitlines()
+    parts = [r["part"] for r in rows]
+    assert max(parts) == 2 and len(rows) > len(lines)
+    previous = None
+    for row, (lengths, ids) in zip(rows, records):
+        messages = json.loads(lines[row["source_line"] - 1])["messages"]
+        last = row["part"] + 1 == sum(m["role"] == "assistant" for m in messages)
+        upto = messages if last else _through_turn(messages, row["part"])
+        expected = reference.apply_chat_template(upto, tokenize=True)
+        expected = list(expected["input_ids"] if hasattr(expected, "keys") else expected)
+        assert ids == expected, (row["source_line"], row["part"])
+        if row["part"]:
+            assert ids[:len(previous)] == previous and lengths[0] > len(previous)
+        previous = ids
+
+
 def test_sharegpt_and_messages_give_the_same_records(tmp_path, tok, dialogues):
     aliases = {"user": "human", "assistant": "gpt", "system": "system"}
     rows = [json.loads(line) for line in dialogues.read_text(encoding="utf-8").splitlines()]
@@ -309,6 +348,14 @@ def test_a_chat_config_error_comes_before_any_output(tmp_path, tok, dialogues):
         _chat(tmp_path, tok, [dialogues], tmp_path / "out", template=str(tmp_path / "x.jinja"))
     with pytest.raises(errors.PipelineValidationError):
         _chat(tmp_path, tok, [dialogues], tmp_path / "out", extra="sometimes")
+    for bound in (1, 0, "many", 2.5):
+        with pytest.raises(errors.PipelineValidationError, match="max_messages"):
+            (pipeline("unit-build")
+             .source.chat(files=[str(dialogues)], chat_template="chatml", max_messages=bound)
+             .tokenizer.hf_json(files=[str(tok / "tokenizer.json")])
+             .units(sizes=[[64]], build_batch=[16])
+             .output.dir(str(tmp_path / "out"), samples_per_shard=[10])
+             .run(pipeline_options=IN_MEMORY))
     assert not (tmp_path / "out").exists()
 
 
@@ -341,3 +388,72 @@ def test_a_template_printing_a_function_is_a_config_error_before_any_output(tmp_
         _chat(tmp_path, tok, [data], tmp_path / "out", template=str(template))
     assert "prints a function" in str(info.value) and "line 1" in str(info.value)
     assert not (tmp_path / "out").exists()
+
+
+def _long_dialogue(rng, messages: int) -> list:
+    out = []
+    for i in range(messages // 2):
+        out += [{"role": "user", "content": f"question {i}: {sentence(rng, 4, 6)}"},
+                {"role": "assistant", "content": f"answer {i}: {sentence(rng, 4, 6)}"}]
+    return out
+
+
+def _limited_build(tmp_path, tok, name: str, rows) -> "subprocess.CompletedProcess":
+    """`mintdim-beam build` of `rows` (split, one trained turn per record) in a process
+    whose address space is limited to 3 GiB (a real rlimit)."""
+    import resource
+    import subprocess
+    import sys
+
+    data = _write(tmp_path / f"{name}.jsonl", rows)
+    config = {"source": {"type": "chat", "files": [str(data)], "format": "messages",
+                         "chat_template": "chatml", "max_turns": 1, "on_extra_turns": "split"},
+              "tokenizer": {"type": "hf_json", "files": [str(tok / "tokenizer.json")],
+                            "config": str(tok / "tokenizer_config.json")},
+              "units": {"sizes": [[64, 256, 1024]], "build_batch": [64]},
+              "output": {"dir": str(tmp_path / name), "samples_per_shard": [100]}}
+    (tmp_path / f"{name}.json").write_text(json.dumps(config))
+    limit = 3 << 30
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "mintdim_beam.cli", "build",
+                           str(tmp_path / f"{name}.json"), "--on_overflow=skip"],
+                          capture_output=True, text=True, timeout=300, preexec_fn=cap)
+
+
+@pytest.mark.slow
+def test_a_10000_turn_dialogue_is_a_bad_row_under_a_memory_limit(tmp_path, tok):
+    """The probe's row: 10,000 messages (about 800 KB, far under --max_line_bytes) used to
+    pass 12 GiB; over max_messages it is a SampleSchemaError at its file and line, before
+    it is rendered, and no output looks complete."""
+    rng = random.Random(3)
+    rows = [{"messages": _long_dialogue(rng, 4)}, {"messages": _long_dialogue(rng, 10_000)},
+            {"messages": _long_dialogue(rng, 4)}]
+    proc = _limited_build(tmp_path, tok, "big", rows)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "SampleSchemaError" in proc.stderr and "big.jsonl" in proc.stderr
+    assert "10,000 messages, more than max_messages=1,024" in proc.stderr
+    assert not (tmp_path / "big/manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_a_long_split_dialogue_builds_under_a_memory_limit_each_part_on_the_last(tmp_path,
+                                                                                 tok):
+    """1,000 messages under `split` with one trained turn per record: 500 parts, each
+    holding the one before it (its ids reused, not encoded again); the parts too long
+    for the largest unit are indexed as overflow."""
+    rng = random.Random(4)
+    rows = [{"messages": _long_dialogue(rng, 4)}, {"messages": _long_dialogue(rng, 1000)},
+            {"messages": _long_dialogue(rng, 6)}]
+    proc = _limited_build(tmp_path, tok, "mid", rows)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = tmp_path / "mid"
+    kept, records = _records(out)
+    overflow = [json.loads(x) for x in (out / fmt.OVERFLOW_INDEX).read_text().splitlines()]
+    parts = sorted([r["part"] for r in kept if r["source_line"] == 2]
+                   + [r["part"] for r in overflow if r["source_line"] == 2])
+    assert parts == list(range(500)) and overflow
+    long = [ids for row, (_, ids) in zip(kept, records) if row["source_line"] == 2]
+    assert len(long) > 20 and all(a == b[:len(a)] for a, b in zip(long, long[1:]))

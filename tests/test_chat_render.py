@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from mintdim_beam.core.chat import (BUILTIN_TEMPLATES, ChatTemplate, DialogueProblem, Message,
+from mintdim_beam.core.chat import (BUILTIN_TEMPLATES, ChatRecord, ChatTemplate, DialogueProblem, Message,
                                     TemplateSourceError, builtin_template, chat_records,
                                     lay_out, normalize_row, plain_pieces, render_dialogue,
                                     segment_names)
@@ -210,9 +210,16 @@ def test_split_puts_earlier_turns_into_context_and_ends_records_after_their_turn
     layout = chat_records(chatml(), msgs, max_turns=2, on_extra_turns="split")
     assert layout.trained_turns == 5 and len(layout.records) == 3
     names = segment_names(2)
+    assert layout.text == text
     for j, record in enumerate(layout.records):
-        joined = _check_record_is_prefix(record, text, names)
-        seg = dict(zip(names, record.segments))
+        full = ChatRecord(layout.full_segments(j))
+        joined = _check_record_is_prefix(full, text, names)
+        assert record.end == len(joined) and record.continues == (j > 0)
+        if j:  # it holds only what follows the record before it
+            previous = layout.records[j - 1]
+            assert record.segments[0] == text[previous.end:len(full.segments[0])]
+            assert record.segments[1:] == full.segments[1:]
+        seg = dict(zip(names, full.segments))
         assert record.first_turn == 2 * j and record.turns == (2 if j < 2 else 1)
         assert seg["assistant_0"] == f"a{2 * j}<|im_end|>\n"
         # context_0: everything before the first trained turn, earlier answers included
@@ -223,6 +230,34 @@ def test_split_puts_earlier_turns_into_context_and_ends_records_after_their_turn
         else:
             assert seg["context_1"] == "<|im_start|>user\nlast words<|im_end|>\n"
             assert seg["assistant_1"] == seg["context_2"] == "" and joined == text
+
+
+def test_a_dialogue_over_max_messages_is_a_problem_before_any_render():
+    msgs = dialogue(*[(f"q{i}", f"a{i}") for i in range(3)])  # 6 messages
+    counting = CountingTemplate(chatml())
+    with pytest.raises(DialogueProblem, match="6 messages, more than max_messages=5") as info:
+        chat_records(counting, msgs, max_turns=3, max_messages=5)
+    assert info.value.message_index == 5 and counting.calls == 0
+    assert len(chat_records(chatml(), msgs, max_turns=3, max_messages=6).records) == 1
+    # skipped for its turns first: never rendered, so never too long
+    skipped = chat_records(counting, msgs, max_turns=1, on_extra_turns="skip", max_messages=5)
+    assert skipped.skipped and counting.calls == 0
+
+
+def test_split_records_over_the_character_bound_are_a_problem_before_encoding():
+    """Each split record repeats the history: 60 turns of 40,000 characters would hold
+    about 74 million characters in all, over MAX_SPLIT_CHARACTERS."""
+    from mintdim_beam.core.chat.segments import MAX_SPLIT_CHARACTERS
+
+    long = "w" * 40_000
+    msgs = dialogue(*[(f"q{i}", f"{long}{i}") for i in range(60)])
+    with pytest.raises(DialogueProblem, match="split records would hold") as info:
+        chat_records(chatml(), msgs, max_turns=1, on_extra_turns="split")
+    assert f"more than {MAX_SPLIT_CHARACTERS:,}" in info.value.problem
+    first_over = info.value.message_index
+    assert msgs[first_over].trained and first_over > 60  # the record that crosses it
+    # one record holds the dialogue once: no bound
+    assert len(chat_records(chatml(), msgs, max_turns=60).records) == 1
 
 
 def test_abort_and_skip_policies():
@@ -320,9 +355,11 @@ def test_plain_spans_follow_split_records_and_cost_one_render():
     rendered = render_dialogue(counting, msgs, special_tokens=SPECIALS)
     assert counting.calls == 1 + 2 * 3 - 1 + 1
     layout = lay_out(rendered, max_turns=1, on_extra_turns="split")
-    for record in layout.records:
-        ((index, s, e),) = record.plain_spans
-        assert index == 0 and record.segments[0][s:e] == "a <|im_start|> b"
+    first, *later = layout.records
+    ((index, s, e),) = first.plain_spans
+    assert index == 0 and first.segments[0][s:e] == "a <|im_start|> b"
+    # a continuing record holds its history by reference: the span stays in the first
+    assert [r.continues for r in later] == [True, True] and all(not r.plain_spans for r in later)
     assert chat_records(chatml(), msgs, max_turns=3, special_tokens=()).records[0].plain_spans == ()
 
 

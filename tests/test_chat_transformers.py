@@ -148,9 +148,14 @@ def test_split_records_tokenize_to_the_prefix_of_the_full_ids(hf):
     full = _apply(hf, messages, tokenize=True)
     layout = chat_records(template, messages, max_turns=2, on_extra_turns="split")
     assert len(layout.records) >= 3
+    ours = []
     for record in layout.records:
-        ours = [i for segment in record.segments for i in _ids(hf, segment)]
+        # a continuing record's history is the ids the record before it trained on
+        history = ours if record.continues else []
+        ours = history + [i for segment in record.segments for i in _ids(hf, segment)]
         assert full[:len(ours)] == ours
+        whole = _ids(hf, "".join(layout.full_segments(layout.records.index(record))))
+        assert whole == ours  # ChatML cuts every turn at special tokens: the same ids
     assert ours == full
 
 

@@ -77,3 +77,40 @@ def test_records_equal_mistral_commons_encode_chat_completion(tmp_path, name, sy
     # versions have it, and </s>, as control tokens
     markers = [n["marker"] for n in manifest["round_trip"]["template"]]
     assert markers == (["[INST]", "[/INST]"] if name.endswith(".v1") else [])
+
+
+@pytest.mark.slow
+def test_split_records_equal_mistral_common_on_each_prefix(tmp_path):
+    """One trained turn per record (`split`) with the v7 tokenizer: part j of a dialogue
+    is mistral-common's encoding of the messages through its turn (the last part: the
+    whole dialogue), so a part's history, taken from the part before it, is exact."""
+    name = "mistral_instruct_tokenizer_241114.model.v7"
+    rows = [r for r in _dialogues(False)
+            if sum(m["role"] == "assistant" and m.get("weight", 1) for m in r["messages"]) > 1]
+    rows = rows[:150]
+    data = tmp_path / "dialogues.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                    encoding="utf-8")
+    template = tmp_path / "mistral.jinja"
+    template.write_text(convert_tokenizer_to_chat_template(str(DATA / name)), encoding="utf-8")
+    out = tmp_path / "out"
+    (pipeline("unit-build")
+     .source.chat(files=[str(data)], chat_template=str(template), max_turns=1,
+                  on_extra_turns="split")
+     .tokenizer.sentencepiece(files=[str(DATA / name)], pad_token="</s>")
+     .units(sizes=[[256, 512, 1024, 2048]], build_batch=[128])
+     .output.dir(str(out), samples_per_shard=[500])
+     .run(on_overflow="abort", on_template_unk="abort", pipeline_options=IN_MEMORY))
+
+    reference = MistralTokenizer.from_file(str(DATA / name), mode=ValidationMode.finetuning)
+    _, records = shard_records(out)
+    assert len(rows) >= 100 and len(records) > len(rows)
+    for row, segments in records:
+        source = rows[row["source_line"] - 1]["messages"]
+        messages = [{"role": m["role"], "content": m["content"]} for m in source]
+        replies = [k for k, m in enumerate(source)
+                   if m["role"] == "assistant" and m.get("weight", 1)]
+        part = row.get("part", 0)
+        upto = messages if part + 1 == len(replies) else messages[:replies[part] + 1]
+        want = reference.encode_chat_completion(ChatCompletionRequest(messages=upto)).tokens
+        assert [i for s in segments for i in s] == want, (row["source_line"], part)

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mintdim_beam.core import format as fmt
+from mintdim_beam.core.chat.history import Continued, value_text
 from mintdim_beam.core.chat.spans import special_pattern
 from mintdim_beam.core.round_trip import Decoder
 
@@ -76,12 +77,21 @@ class BatchEncoder:
         plan, tokenizer = self._plan, self._tokenizer
         flat = [t for row in texts for t in row]
         m, n = len(texts), plan.n_segments
+        continued = [i for i, value in enumerate(flat) if type(value) is Continued] \
+            if self._may_have_pieces else []
+        starts = self._starts * m
+        if continued:  # a split record's history: only its gap is encoded, as text goes on
+            flat = [value.gap if type(value) is Continued else value for value in flat]
+            for i in continued:
+                starts[i] = False
         if self._symbols:
-            encoded, strips = encode_symbol_values(tokenizer, flat, self._starts * m)
+            encoded, strips = encode_symbol_values(tokenizer, flat, starts)
         elif self._may_have_pieces:
             encoded, strips = encode_with_pieces(tokenizer, flat), None
         else:
             encoded, strips = tokenizer.encode_many(flat), None
+        if continued:
+            flat, strips = resolve_history(continued, len(self._fields), flat, encoded, strips)
         encoded_fields = encoded
         if any(self._appended):  # ids after a segment's text (a completion's EOS)
             appended = self._appended * m
@@ -101,7 +111,8 @@ class BatchEncoder:
         if len(unk_at):
             sample_of = np.repeat(np.arange(m), lengths.sum(axis=1))
             for i in np.unique(sample_of[unk_at]).tolist():
-                fields = (t if type(t) is str else "".join(p for p, _ in t) for t in texts[i])
+                nf = len(self._fields)
+                fields = map(value_text, flat[i * nf:(i + 1) * nf])
                 row_texts = [s.content if s.kind == "literal" else next(fields)
                              for s in plan.template.segments]
                 unks[i] = unk_details(tokenizer, row_texts, pieces[i * n:(i + 1) * n],
@@ -117,6 +128,26 @@ class BatchEncoder:
         found = self._decoder.find(flat, encoded, strips, self._fields, with_unk, self._symbols)
         return {i: (tuple(entry[1] for entry in entries), fmt.lossy_fields(entries, self._names))
                 for i, entries in found.items()}
+
+
+def resolve_history(continued: list, per_record: int, flat: list, encoded: list, strips):
+    """Complete each continuing record's `context_0` (`history.Continued`, at the flat
+    indices `continued`, ascending) in place: the previous record's ids, all its
+    segments in order, then the gap's. Returns (values with each such text spelled out,
+    for the round trip and UNK surfaces; whether each value starts a text)."""
+    texts = list(flat)
+    strips = None if strips is None else list(strips)
+    for i in continued:
+        record, slot = divmod(i, per_record)
+        if slot != 0 or record == 0:
+            raise AssertionError(f"a continuing record's history at value {i} has no record "
+                                 "before it in the batch")
+        before = range((record - 1) * per_record, record * per_record)
+        encoded[i] = [token for k in before for token in encoded[k]] + encoded[i]
+        texts[i] = "".join(value_text(texts[k]) for k in before) + value_text(flat[i])
+        if strips is not None:
+            strips[i] = strips[before[0]]
+    return texts, strips
 
 
 def encode_symbol_values(tokenizer, flat: list, starts: list) -> tuple[list, list]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from mintdim_beam.core.chat import DialogueProblem, chat_records, normalize_row, plain_pieces
 from mintdim_beam.core.chat import preference_record
+from mintdim_beam.core.chat.history import Continued
 from mintdim_beam.core.encode_batch import entry_sizes
 from mintdim_beam.core.failures import ExtraTurnsPending, PendingError
 
@@ -31,22 +32,27 @@ class DialogueLayout:
         self.key = _LIST_KEYS.get(dialogue.format)
         self.template = plan.chat_template
         self.max_turns, self.on_extra_turns = dialogue.max_turns, dialogue.on_extra_turns
+        self.max_messages = dialogue.max_messages
         # Message content holding special-token text is kept as plain text: its spans
         # are encoded without reading tokens out of them (`encode_batch`).
         self.special_tokens = plan.facts.special_tokens if plan.facts else ()
         self.split = self.kind == "chat" and self.on_extra_turns == "split"
 
-    def records(self, row) -> tuple[list, int | None]:
-        """(records as (segments, plain spans), trained turns when skipped else None)."""
+    def records(self, row) -> tuple[list, int | None, str]:
+        """(records as (segments, plain spans, continues, end), trained turns when
+        skipped else None, the full render: record k's text is its first `end` chars)."""
         if self.kind == "preference":
             record = preference_record(row, self.template, special_tokens=self.special_tokens)
-            return [(record.segments, record.plain_spans)], None
+            text = "".join(record.segments)
+            return [(record.segments, record.plain_spans, False, len(text))], None, text
         layout = chat_records(self.template, normalize_row(row, self.key),
                               max_turns=self.max_turns, on_extra_turns=self.on_extra_turns,
-                              special_tokens=self.special_tokens)
+                              special_tokens=self.special_tokens,
+                              max_messages=self.max_messages)
         if layout.skipped:
-            return [], layout.trained_turns
-        return [(r.segments, r.plain_spans) for r in layout.records], None
+            return [], layout.trained_turns, ""
+        return ([(r.segments, r.plain_spans, r.continues, r.end) for r in layout.records], None,
+                layout.text)
 
 
 def _problem(chunk_key, local_line, problem: DialogueProblem) -> PendingError:
@@ -56,20 +62,35 @@ def _problem(chunk_key, local_line, problem: DialogueProblem) -> PendingError:
                         "file_line")
 
 
-def _segment_values(segments, plain_spans) -> list:
+def _segment_values(segments, plain_spans, continues: bool) -> list:
     """Texts to encode: a plain string per segment, or, for a segment holding user text
-    with special-token strings in it, its `(piece, is_plain)` pieces."""
-    if not plain_spans:
-        return list(segments)
-    marked = {index for index, _, _ in plain_spans}
-    return [tuple(plain_pieces(text, i, plain_spans)) if i in marked else text
-            for i, text in enumerate(segments)]
+    with special-token strings in it, its `(piece, is_plain)` pieces; a continuing split
+    record's `context_0` refers to the record before it (`history.Continued`)."""
+    values = list(segments)
+    if plain_spans:
+        marked = {index for index, _, _ in plain_spans}
+        values = [tuple(plain_pieces(text, i, plain_spans)) if i in marked else text
+                  for i, text in enumerate(segments)]
+    if continues:
+        values[0] = Continued(values[0])
+    return values
+
+
+def _digests(text: str, ends) -> list[str]:
+    """sha256 of each record's text (`text[:end]`), in one pass over the render."""
+    if len(ends) == 1:
+        return [hashlib.sha256(text[:ends[0]].encode("utf-8")).hexdigest()]
+    state, out, done = hashlib.sha256(), [], 0
+    for end in ends:
+        state.update(text[done:end].encode("utf-8"))
+        out.append(state.copy().hexdigest())
+        done = end
+    return out
 
 
 def render_dialogue_entries(layout: DialogueLayout, chunk_key, entries, parse_row, bad_line):
     """(local sample, local line, text, problem) entries -> (batch or None, errors), as
     `render_batch.render_entries`; `parse_row` and `bad_line` are its line handling."""
-    sha256 = hashlib.sha256
     samples, lines, parts, texts, digests, errors = [], [], [], [], [], []
     for sample, local_line, text, problem in entries:
         if problem is not None:
@@ -80,7 +101,7 @@ def render_dialogue_entries(layout: DialogueLayout, chunk_key, entries, parse_ro
             errors.append(error)
             continue
         try:
-            records, skipped_turns = layout.records(row)
+            records, skipped_turns, text = layout.records(row)
         except DialogueProblem as exc:
             errors.append(_problem(chunk_key, local_line, exc))
             continue
@@ -92,18 +113,19 @@ def render_dialogue_entries(layout: DialogueLayout, chunk_key, entries, parse_ro
                 "file_line", local_sample=sample, trained_turns=skipped_turns))
             continue
         try:
-            encoded = ["".join(segments).encode("utf-8") for segments, _ in records]
+            record_digests = _digests(text, [end for *_, end in records])
         except UnicodeEncodeError:  # a "\ud800"-style escape: not Unicode text
             errors.append(PendingError(*chunk_key[:3], local_line, "SourceParseError",
                                        {"reason": "lone surrogate in a string: not valid "
                                                   "Unicode text"}, "file_line"))
             continue
-        for part, ((segments, spans), data) in enumerate(zip(records, encoded)):
+        for part, ((segments, spans, continues, _), digest) in enumerate(
+                zip(records, record_digests)):
             samples.append(sample)
             lines.append(local_line)
             parts.append(part)
-            texts.append(_segment_values(segments, spans))
-            digests.append(sha256(data).hexdigest())
+            texts.append(_segment_values(segments, spans, continues))
+            digests.append(digest)
     if not samples:
         return None, errors
     batch = {"samples": np.asarray(samples, dtype=np.int64),

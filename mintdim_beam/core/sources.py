@@ -17,7 +17,8 @@ KINDS = ("jsonl", "chat", "preference")
 CHAT_FORMATS = ("messages", "sharegpt")
 EXTRA_TURN_POLICIES = ("split", "abort", "skip")
 _CHAT_KEYS = {"type", "files", "format", "chat_template", "template_vars", "max_turns",
-              "on_extra_turns"}
+              "on_extra_turns", "max_messages"}
+DEFAULT_MAX_MESSAGES = 1024  # = core.chat.segments.MAX_MESSAGES
 _PREFERENCE_KEYS = {"type", "files", "chat_template", "template_vars"}
 
 
@@ -31,6 +32,7 @@ class DialogueSource:
     template_vars: tuple  # sorted (name, value) pairs, JSON values
     max_turns: int  # trained assistant turns per record (1 for preference)
     on_extra_turns: str  # what a dialogue with more trained turns than max_turns gets
+    max_messages: int = DEFAULT_MAX_MESSAGES  # a longer dialogue is a bad row (chat)
 
     @property
     def variables(self) -> dict:
@@ -41,7 +43,7 @@ class DialogueSource:
         doc = {"files": list(files), "type": self.kind}
         if self.kind == "chat":
             doc.update(format=self.format, max_turns=self.max_turns,
-                       on_extra_turns=self.on_extra_turns)
+                       on_extra_turns=self.on_extra_turns, max_messages=self.max_messages)
         doc.update(chat_template=self.chat_template, template_vars=self.variables)
         return doc
 
@@ -87,7 +89,11 @@ def dialogue_source(source: dict, kind: str) -> DialogueSource:
     policy = source.get("on_extra_turns", "split")
     if policy not in EXTRA_TURN_POLICIES:
         raise _bad(f"source.on_extra_turns (one of {', '.join(EXTRA_TURN_POLICIES)}; got {policy!r})")
-    return DialogueSource("chat", fmt, template, tuple(sorted(variables.items())), turns, policy)
+    messages = source.get("max_messages", DEFAULT_MAX_MESSAGES)
+    if type(messages) is not int or messages < 2:
+        raise _bad(f"source.max_messages (an int of at least 2; got {messages!r})")
+    return DialogueSource("chat", fmt, template, tuple(sorted(variables.items())), turns, policy,
+                          messages)
 
 
 def segment_names(dialogue: DialogueSource) -> list[str]:

@@ -30,11 +30,18 @@ A dataset has a fixed `max_turns` K: a record has the 2K+1 segments of
   included, as context); every record but the last ends right after its last trained
   turn (its trailing context is ""); the last ends where the dialogue ends. So each
   record's segments concatenate to a prefix of the full render, and the last one's to
-  all of it.
+  all of it. Record j > 0 `continues` record j-1: its `context_0` is record j-1's text
+  then the context up to its first turn, and only that gap is held (`segments[0]`), so
+  a dialogue's records cost memory and encoding linear in the dialogue; the tokenizer
+  reuses record j-1's ids for the history (`history.Continued`), each piece of text is
+  encoded once. The records of one split dialogue may hold at most
+  `MAX_SPLIT_CHARACTERS` characters in all (they repeat the history: quadratic in the
+  turns); a dialogue over it is a problem, before anything is encoded.
 A dialogue with no trained turn is a problem (nothing to train on).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
@@ -44,6 +51,9 @@ from mintdim_beam.core.chat.skeleton import fast_turns
 from mintdim_beam.core.chat.spans import SegmentSpan, content_spans, flagged, segment_spans
 
 ON_EXTRA_TURNS = ("split", "abort", "skip")
+MAX_MESSAGES = 1024  # default bound on a dialogue's messages (its turns are found by
+#                     rendering each prefix: time quadratic in the messages)
+MAX_SPLIT_CHARACTERS = 1 << 26  # all records of one split dialogue, history repeated
 
 
 @lru_cache(maxsize=64)
@@ -73,12 +83,15 @@ class ChatRecord:
     """One record: `segments` aligned with `segment_names(max_turns)`; `plain_spans` are
     `(segment index, start, end)` character ranges to tokenize as plain text (empty in
     the common case); `first_turn` is the index of its first trained turn in the
-    dialogue, `turns` how many it holds."""
+    dialogue, `turns` how many it holds; `continues`: a split record after the first,
+    whose `context_0` is the previous record's whole text followed by `segments[0]`."""
 
     segments: tuple[str, ...]
     plain_spans: tuple[SegmentSpan, ...] = ()
     first_turn: int = 0
     turns: int = 0
+    continues: bool = False  # context_0 is the previous record's text, then segments[0]
+    end: int = 0  # characters of the full render the record covers (it is text[:end])
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,15 @@ class Layout:
     records: tuple[ChatRecord, ...]
     trained_turns: int
     skipped: bool = False
+    text: str = ""  # the full render
+
+    def full_segments(self, j: int) -> tuple[str, ...]:
+        """Record j's segments with its whole `context_0` spelled out (a split record
+        holds only the part after the previous record)."""
+        record = self.records[j]
+        if not record.continues:
+            return record.segments
+        return (self.text[:self.records[j - 1].end] + record.segments[0],) + record.segments[1:]
 
 
 def _not_prefix(what: str, k: int) -> DialogueProblem:
@@ -170,12 +192,20 @@ def lay_out(rendered: RenderedDialogue, *, max_turns: int,
         if on_extra_turns == "skip":
             return Layout((), count, skipped=True)
     width = 2 * max_turns + 1
-    records = []
-    for first in range(0, count, max_turns):
+    starts = range(0, count, max_turns)
+    ends = [len(text) if first + max_turns >= count else turns[first + max_turns - 1][1]
+            for first in starts]
+    if len(ends) > 1 and sum(ends) > MAX_SPLIT_CHARACTERS:
+        held = list(itertools.accumulate(ends))
+        over = next(j for j, total in enumerate(held) if total > MAX_SPLIT_CHARACTERS)
+        raise DialogueProblem(
+            f"its {len(ends)} split records would hold {held[-1]:,} characters, more than "
+            f"{MAX_SPLIT_CHARACTERS:,} (each repeats the history before it; raise max_turns "
+            "or shorten the dialogue)", rendered.turn_messages[starts[over]])
+    records, previous_end = [], 0
+    for first, end in zip(starts, ends):
         group = turns[first:first + max_turns]
-        last = first + max_turns >= count
-        end = len(text) if last else group[-1][1]
-        bounds, cursor = [], 0
+        bounds, cursor = [], previous_end  # a continuing record holds the gap only
         for s, e in group:
             bounds += [(cursor, s), (s, e)]
             cursor = e
@@ -185,16 +215,19 @@ def lay_out(rendered: RenderedDialogue, *, max_turns: int,
         if rendered.content_spans:
             plain = segment_spans([(i, a, b) for i, (a, b) in enumerate(bounds)],
                                   rendered.content_spans)
-        records.append(ChatRecord(tuple(text[a:b] for a, b in bounds), plain, first, len(group)))
-    return Layout(tuple(records), count)
+        records.append(ChatRecord(tuple(text[a:b] for a, b in bounds), plain, first, len(group),
+                                  continues=first > 0, end=end))
+        previous_end = end
+    return Layout(tuple(records), count, text=text)
 
 
 def chat_records(template, messages: Sequence[Message], *, max_turns: int,
                  on_extra_turns: str = "abort",
-                 special_tokens: Sequence[str] | None = (), fast: bool = True) -> Layout:
+                 special_tokens: Sequence[str] | None = (), fast: bool = True,
+                 max_messages: int = MAX_MESSAGES) -> Layout:
     """Render and lay out one dialogue. Dialogues that are skipped, or aborted for too
-    many turns, or have no trained turn are decided before rendering anything. `fast`:
-    see `render_dialogue`."""
+    many turns, or have no trained turn, or more than `max_messages` messages, are
+    decided before rendering anything. `fast`: see `render_dialogue`."""
     _check_policy(max_turns, on_extra_turns)
     count, where = _count_trained(messages)
     if count == 0:
@@ -203,5 +236,10 @@ def chat_records(template, messages: Sequence[Message], *, max_turns: int,
         raise _too_many(count, max_turns, where[max_turns])
     if count > max_turns and on_extra_turns == "skip":
         return Layout((), count, skipped=True)
+    if len(messages) > max_messages:
+        raise DialogueProblem(f"dialogue has {len(messages):,} messages, more than "
+                              f"max_messages={max_messages:,} (finding its turns renders "
+                              "every prefix of it: raise source.max_messages to accept it)",
+                              max_messages)
     rendered = render_dialogue(template, messages, special_tokens=special_tokens, fast=fast)
     return lay_out(rendered, max_turns=max_turns, on_extra_turns=on_extra_turns)
