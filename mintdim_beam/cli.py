@@ -54,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="check a finished build from its own files")
     verify.add_argument("out", help="output directory (local path or fsspec URL)")
     verify.add_argument("--max-problems", type=int, default=50)
+    verify.add_argument("--deep", action="store_true",
+                        help="also re-tokenize a sample of the source lines and compare "
+                             "each with its record (needs the inputs and the tokenizer)")
+    verify.add_argument("--deep-samples", dest="deep_samples", type=int, default=64,
+                        help="records re-tokenized by --deep (evenly spaced; default 64)")
     report = sub.add_parser("report", help="write report.md, figures and plot data for a build")
     report.add_argument("out", help="output directory (local path or fsspec URL)")
     report.add_argument("--dest", default=None, help="where to write (default OUT/report)")

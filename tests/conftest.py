@@ -256,3 +256,16 @@ def build_qa_units(work: Path, tokenizers_dir: Path, *, samples: int, seed: int,
               build_batch=[16], output="out", samples_per_shard=[per_shard], on_overflow="skip",
               on_template_unk="continue")
     return work / "out"
+
+
+def without_checksums(out: Path) -> Path:
+    """`out` with the manifest's `checksums` taken out (rewritten canonically): what the
+    structural checks of `verify` find in damaged copies, alone. With the checksums each
+    damaged file would also be named as changed (tests/test_checksums.py)."""
+    from mintdim_beam.core import format as fmt
+
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest.pop("checksums", None)
+    path.write_text(fmt.json_document(manifest), encoding="utf-8")
+    return out

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import IN_MEMORY, REPO, byte_level_bpe, copy_to_memory_fs
+from conftest import IN_MEMORY, REPO, byte_level_bpe, copy_to_memory_fs, without_checksums
 from mintdim_beam import pipeline
 from mintdim_beam.audit.report import write_report
 from mintdim_beam.audit.verify import verify_output
@@ -128,7 +128,7 @@ def _write_rows(out: Path, rows, name=fmt.SAMPLE_INDEX) -> None:
 def _copy(builds, name, tmp_path) -> Path:
     copy = tmp_path / name
     shutil.copytree(builds[name], copy)
-    return copy
+    return without_checksums(copy)  # the structural checks alone
 
 
 def _problems(out: Path) -> list[str]:
@@ -401,3 +401,55 @@ def test_verify_and_report_read_fsspec_urls(builds, tmp_path):
         assert remote == local and remote["trained_tokens"] > 0
     finally:
         fs.rm(root, recursive=True)
+
+
+# ------------------------------------------------------------------ content (issue 25)
+
+@pytest.mark.parametrize("name", ["chat", "split", "skip", "preference"])
+def test_deep_verify_re_tokenizes_every_record_to_its_bytes(builds, name):
+    """--deep rebuilds the build from its manifest and re-tokenizes the source lines: each
+    record, cut as `truncate` cut it (whole turns, even completions with their EOS, the
+    bos / eos ids kept), a split part from the part before it, equals what is stored."""
+    out = builds[name]
+    result = verify_output(str(out), deep=10_000)
+    assert result.ok, [str(p) for p in result.problems]
+    rows = _rows(out)
+    assert len(result.deep) == len(rows) > 20
+    overflow = _rows(out, fmt.OVERFLOW_INDEX)
+    assert name in ("split", "skip") or any(r["action"] == "truncate" for r in overflow)
+    assert result.checksummed == len(json.loads((out / fmt.MANIFEST).read_text())
+                                     ["checksums"]["files"])
+
+
+def _first_record(out: Path):
+    """(shard path, its records as an array, segment count) of the first shard."""
+    layout = json.loads((out / fmt.LENGTH_FIELD).read_text())
+    n = len(layout["length_fields"])
+    row = _rows(out)[0]
+    data = np.fromfile(out / row["shard_path"], dtype=layout["token_dtype"])
+    return out / row["shard_path"], data.reshape(-1, 1 + n + row["unit_size"]), n
+
+
+def test_a_moved_loss_mask_boundary_is_named_by_its_checksum_and_by_deep(builds, tmp_path):
+    """The boundary between a record's context and its first trained turn moved by one
+    token, the total kept: the structure still holds (the probe's case), the checksum
+    names the shard, and --deep, without checksums, names the sample."""
+    out = tmp_path / "chat"
+    shutil.copytree(builds["chat"], out)
+    path, records, n = _first_record(out)
+    names = json.loads((out / fmt.LENGTH_FIELD).read_text())["sequence_template"]
+    context, trained = names.index("context_0"), names.index("assistant_0")
+    assert records[0, 1 + context] > 1 and records[0, 1 + trained] > 1
+    records[0, 1 + context] -= 1
+    records[0, 1 + trained] += 1
+    records.tofile(path)
+    rel = path.relative_to(out).as_posix()
+    problems = _problems(out)
+    assert problems == [f"{rel}: content changed: sha256 " + problems[0].split("sha256 ")[1]]
+    without_checksums(out)
+    plain = verify_output(str(out))
+    assert plain.ok and plain.checksummed is None  # the structure cannot see it
+    assert "content not proven" in plain.summary()
+    deep = verify_output(str(out), deep=10_000)
+    assert [p.file for p in deep.problems] == [rel]
+    assert "sample 0 " in deep.problems[0].what and "segment lengths" in deep.problems[0].what

@@ -16,7 +16,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from conftest import IN_MEMORY, byte_level_bpe, copy_to_memory_fs, sentence, write_jsonl
+from conftest import IN_MEMORY, byte_level_bpe, copy_to_memory_fs, sentence, without_checksums, write_jsonl
 from mintdim_beam import cli, pipeline
 from mintdim_beam.audit import pack_check
 from mintdim_beam.audit.report import write_report
@@ -60,7 +60,7 @@ def out(built, tmp_path) -> Path:
     """A private copy of the build to damage."""
     copy = tmp_path / "out"
     shutil.copytree(built, copy)
-    return copy
+    return without_checksums(copy)  # the structural checks alone
 
 
 def _manifest(out: Path) -> dict:
@@ -563,3 +563,48 @@ def test_report_names_what_disagrees(out):
             f"documents says {docs + 2}")
     assert result["consistency"] == [line[2:]]
     assert line in md
+
+
+# ------------------------------------------------------------------ content (issue 25)
+
+def _equal_length_documents(out: Path, name: str):
+    """Two provenance rows of shard `name` whose documents have the same length."""
+    rows = _rows(out, name)
+    seen = {}
+    for row in rows:
+        length = int(row[1]) - int(row[0])
+        if length in seen and length > 2:
+            return seen[length], row
+        seen[length] = row
+    raise AssertionError("no two documents of one length")
+
+
+def test_two_swapped_documents_of_one_length_are_named_by_checksum_and_by_deep(built, tmp_path):
+    """The probe's case: two equal-length documents swapped in a .bin. Every structural
+    check still holds (pointers, EODs, provenance); the checksum names the file, and
+    --deep without checksums names both documents by their source lines."""
+    out = tmp_path / "out"
+    shutil.copytree(built, out)
+    name = _manifest(out)["shards"][0]["name"]
+    first, second = _equal_length_documents(out, name)
+    tokens = _tokens(out, name).copy()
+    a, b = slice(int(first[0]), int(first[1])), slice(int(second[0]), int(second[1]))
+    assert not np.array_equal(tokens[a], tokens[b])
+    tokens[a], tokens[b] = tokens[b].copy(), tokens[a].copy()
+    tokens.tofile(out / f"{name}.bin")
+    problems = _problems(out)
+    assert problems == [f"{name}.bin: content changed: sha256 " + problems[0].split("sha256 ")[1]]
+    without_checksums(out)
+    assert verify_output(str(out)).ok
+    deep = verify_output(str(out), deep=100_000)
+    named = sorted(p.what.split(" (")[0] for p in deep.problems)
+    assert named == sorted([f"document {first[2]}", f"document {second[2]}"])
+    assert all(p.file == f"{name}.bin" and "re-tokenized gives" in p.what for p in deep.problems)
+
+
+def test_deep_verify_re_tokenizes_every_document(built, capsys):
+    result = verify_output(str(built), deep=100_000)
+    assert result.ok, [str(p) for p in result.problems]
+    assert len(result.deep) == _manifest(built)["documents"]
+    assert cli.main(["verify", str(built), "--deep"]) == 0
+    assert "64 sampled documents equal their lines re-tokenized" in capsys.readouterr().out

@@ -11,7 +11,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from conftest import REPO, copy_to_memory_fs, run_build, sentence, write_jsonl
+from conftest import REPO, copy_to_memory_fs, run_build, sentence, without_checksums, write_jsonl
 from mintdim_beam import cli
 from mintdim_beam.audit.verify import Problem, VerifyResult, verify_output
 from mintdim_beam.core import errors
@@ -60,7 +60,7 @@ def out(built, tmp_path) -> Path:
     """A private copy of the build to damage."""
     copy = tmp_path / "out"
     shutil.copytree(built, copy)
-    return copy
+    return without_checksums(copy)  # the structural checks alone
 
 
 def _index(out: Path, name=fmt.SAMPLE_INDEX):
@@ -142,7 +142,8 @@ def test_verify_reads_fsspec_urls(built):
         data[width:width + 2] = (7).to_bytes(2, "little")
         fs.pipe(f"{root}/{rel}", bytes(data))
         problems = _only(verify_output(f"memory://{root}"), rel)
-        assert [(p.record, "magic" in p.what) for p in problems] == [(1, True)]
+        assert [(p.record, "magic" in p.what) for p in problems] == [(None, False), (1, True)]
+        assert problems[0].what.startswith("content changed: sha256")
     finally:
         fs.rm(root, recursive=True)
 
@@ -498,3 +499,72 @@ def test_a_leftover_ownership_marker_means_the_build_did_not_end(out):
     (out / MARKER).write_text('{"run_id": "r", "state": "running"}')
     problems = verify_output(str(out)).problems
     assert [(p.file, "build that did not end" in p.what) for p in problems] == [(MARKER, True)]
+
+
+# ------------------------------------------------------------------ content (issue 25)
+
+def test_every_file_is_recorded_with_the_sha256_it_was_written_with(built):
+    import hashlib
+
+    block = json.loads((built / fmt.MANIFEST).read_text())["checksums"]
+    files = sorted(p.relative_to(built).as_posix() for p in built.rglob("*") if p.is_file())
+    assert block["algorithm"] == "sha256"
+    assert sorted(block["files"]) == [f for f in files if f != fmt.MANIFEST]
+    for name, entry in block["files"].items():
+        data = (built / name).read_bytes()
+        assert entry == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    result = verify_output(str(built))
+    assert result.checksummed == len(block["files"])
+    assert f"content as written (sha256 of {len(block['files'])} files)" in result.summary()
+
+
+def test_a_token_changed_to_another_valid_id_is_named_by_checksum_and_by_deep(
+        built, tmp_path, monkeypatch):
+    """The probe's first case: one payload token becomes another id of the vocabulary.
+    The structure holds; the checksum names the shard; --deep (run where the build ran,
+    here without the checksums) names the sample, its line and the token."""
+    out = tmp_path / "out"
+    shutil.copytree(built, out)
+    shard = _shard_with_records(out, 16)
+    data = np.fromfile(shard, dtype="<u2")
+    at = 1 + N_SEGMENTS  # the first record's first payload token
+    data[at] = 5 if data[at] != 5 else 6
+    data.tofile(shard)
+    rel = shard.relative_to(out).as_posix()
+    result = verify_output(str(out))
+    assert [(p.file, p.what.split(":")[0]) for p in result.problems] == [(rel, "content changed")]
+    without_checksums(out)
+    assert verify_output(str(out)).ok  # what verify proved before checksums
+    monkeypatch.chdir(built.parent)  # the build's relative paths
+    deep = verify_output(str(out), deep=10_000)
+    assert [(p.file, p.record) for p in deep.problems] == [(rel, 0)]
+    assert "token 0 is" in deep.problems[0].what and "data/in.jsonl line" in deep.problems[0].what
+
+
+def test_deep_verify_re_tokenizes_a_truncated_build_with_unks(built, monkeypatch, capsys):
+    """Every record of the SentencePiece build (UNKs, duplicates, samples truncated to the
+    largest unit) equals its line re-tokenized; the command prints what it compared."""
+    monkeypatch.chdir(built.parent)
+    result = verify_output(str(built), deep=10_000)
+    assert result.ok, [str(p) for p in result.problems]
+    assert len(result.deep) == result.samples
+    assert cli.main(["verify", str(built), "--deep", "--deep-samples", "5"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert "5 sampled records equal their lines re-tokenized (samples 0, " in line
+
+
+def test_deep_verify_needs_the_inputs_the_build_read(built, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    shutil.copytree(built.parent, work)
+    monkeypatch.chdir(work)
+    rows = (work / "data/in.jsonl").read_text(encoding="utf-8").splitlines()
+    (work / "data/in.jsonl").write_text("\n".join(rows[1:]) + "\n", encoding="utf-8")
+    result = verify_output(str(work / built.name), deep=8)
+    assert [p.file for p in result.problems] == [fmt.MANIFEST]
+    assert "--deep: input 'data/in.jsonl' is changed" in result.problems[0].what
+
+
+def test_deep_verify_of_a_mintdim_build_says_it_cannot(golden_output=GOLDEN_OUTPUTS[0]):
+    result = verify_output(str(golden_output), deep=8)
+    assert [p.what.split(":")[0] for p in result.problems] == ["--deep"]
+    assert "no build_config in the manifest" in result.problems[0].what

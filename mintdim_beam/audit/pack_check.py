@@ -24,6 +24,7 @@ import fsspec
 import numpy as np
 
 from mintdim_beam.audit.index_check import is_int as _is_int
+from mintdim_beam.audit.pack_deep import PackDeepChecks
 from mintdim_beam.audit.pack_provenance import SEQUENCES, PackProvenanceChecks
 from mintdim_beam.audit.pack_shards import PackShardChecks, _plural, _Shard
 from mintdim_beam.audit.verify import REPORT_DIR, VerifyResult, _Problems, _Verifier
@@ -66,26 +67,28 @@ def is_pack_output(out: str) -> bool:
 class PackVerifyResult(VerifyResult):
     documents: int = 0       # sequences in the .idx files
     source_files: int = 0
+    deep_unit = "documents"
 
     def summary(self) -> str:
         if self.ok:
             return (f"verify {self.out}: OK, pack-build, {self.documents} documents, "
                     f"{self.shards} shards, {self.tokens} tokens, "
                     f"{self.source_files} source files, {fmt.format_mib(self.bytes)}, "
-                    f"{self.seconds:.2f} s")
+                    f"{self.content()}{self.deep_text()}, {self.seconds:.2f} s")
         return super().summary()
 
 
 # ------------------------------------------------------------------------ verifier
 
-class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
+class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, _Verifier):
     """One check of one pack-build OUT. Reuses the unit verifier's listing and reading
     (`_list`, `_path`, `_read_text`, `_inputs`), nothing of its unit checks."""
 
-    def __init__(self, out: str, max_problems: int):
+    def __init__(self, out: str, max_problems: int, deep: int = 0):
         self.out = out
         self.p = _Problems(max_problems)
         self.result = PackVerifyResult(out=out)
+        self.deep_samples = deep
 
     def run(self) -> PackVerifyResult:
         import time
@@ -94,6 +97,9 @@ class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
         try:
             if self._list() and self._pack_manifest():
                 self._pack_layout()
+                listed = {s["name"] for s in self.shard_entries}
+                self._checksums(self.manifest, {n + x for n in listed for x in SUFFIXES
+                                                if n + x in self.files})
                 self.measured_complete = True
                 self.source_docs = np.zeros(len(self.sources), dtype=np.int64)
                 self.source_tokens = np.zeros(len(self.sources), dtype=np.int64)
@@ -103,6 +109,8 @@ class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
                     shards.append(self._shard(entry))
                 self._sequences_json(shards)
                 self._totals(shards)
+                if self.deep_samples and self.p.total == 0:  # documents proven sound first
+                    self._pack_deep(self.deep_samples)
         finally:
             r = self.result
             r.problems = self.p.finish()
@@ -293,6 +301,7 @@ class PackVerifier(PackProvenanceChecks, PackShardChecks, _Verifier):
         return shard
 
 
-def verify_pack(out: str, max_problems: int = 50) -> PackVerifyResult:
-    """Check a finished pack-build in `out` (local path or fsspec URL) from its own files."""
-    return PackVerifier(out, max_problems).run()
+def verify_pack(out: str, max_problems: int = 50, deep: int = 0) -> PackVerifyResult:
+    """Check a finished pack-build in `out` (local path or fsspec URL) from its own files;
+    `deep`: also re-tokenize that many sampled documents' source lines."""
+    return PackVerifier(out, max_problems, deep).run()

@@ -23,14 +23,16 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
 
 import fsspec
 
+from mintdim_beam.audit.checksum_check import ChecksumChecks
+from mintdim_beam.audit.deep_check import DEFAULT_SAMPLES, DeepChecks
 from mintdim_beam.audit.dialogue_check import DialogueChecks
 from mintdim_beam.audit.index_check import INDEX_FILES, IndexChecks, is_int
 from mintdim_beam.audit.lossy_check import LossyChecks
 from mintdim_beam.audit.shard_check import ShardChecks
+from mintdim_beam.audit.verify_result import Problem, VerifyResult, _Problems  # noqa: F401
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 from mintdim_beam.core.errors import TokenDTypeCapacityError
@@ -56,102 +58,23 @@ _SHARD = re.compile(r"shard_(\d{6,})\.bin")  # at least 6 digits, as `fmt.shard_
 _UNIT = re.compile(r"unit_(\d+)")
 
 
-@dataclass
-class Problem:
-    file: str              # relative to OUT ("" for OUT itself)
-    record: int | None     # record index inside a shard, 1-based line of a .jsonl, or None
-    what: str
-
-    def where(self) -> str:
-        if self.record is None:
-            return self.file or "."
-        unit = "line" if self.file.endswith(".jsonl") else "record"
-        return f"{self.file} ({unit} {self.record})"
-
-    def __str__(self) -> str:
-        return f"{self.where()}: {self.what}"
-
-
-@dataclass
-class VerifyResult:
-    out: str
-    problems: list[Problem] = field(default_factory=list)
-    # problems found, each repeated kind once (its entry says how many more like it);
-    # `problems` holds the first max_problems
-    problem_count: int = 0
-    records: int = 0         # records in the shards
-    shards: int = 0
-    units: int = 0           # unit directories (manifest units.sizes)
-    units_with_records: int = 0
-    samples: int = 0         # sample_index rows
-    tokens: int = 0          # sum of sample_index token_count
-    bytes: int = 0           # shard bytes scanned
-    seconds: float = 0.0
-    # (file as given, status) per input the manifest records (`inputs`, ours; absent in
-    # a mintdim 0.2.1 build): informational, a later change does not fail the build
-    inputs: list = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.problem_count == 0
-
-    def summary(self) -> str:
-        if self.ok:
-            return (f"verify {self.out}: OK, {self.records} records, {self.shards} shards, "
-                    f"{self.units} units ({self.units_with_records} with records), "
-                    f"{self.tokens} tokens, {fmt.format_mib(self.bytes)}, "
-                    f"{self.seconds:.2f} s")
-        shown = len(self.problems)
-        more = f", first {shown} shown" if shown < self.problem_count else ""
-        return (f"verify {self.out}: FAILED, {self.problem_count} problem"
-                f"{'s' if self.problem_count != 1 else ''}{more} ({self.seconds:.2f} s)")
-
-
-class _Problems:
-    """Keeps the first `limit` problems. A repeated kind of problem (same key) is folded
-    into its first occurrence as a count, so one corrupt unit cannot flood the list."""
-
-    def __init__(self, limit: int):
-        self.limit = max(0, limit)
-        self.kept: list[Problem] = []
-        self.total = 0
-        self._first: dict = {}
-        self._more: dict = {}
-
-    def add(self, file: str, record, what: str, key=None, count: int = 1) -> None:
-        if key is not None and key in self._first:
-            self._more[key] += count
-            return
-        problem = Problem(file, None if record is None else int(record), what)
-        self.total += 1
-        if key is not None:
-            self._first[key] = problem
-            self._more[key] = count - 1
-        if len(self.kept) < self.limit:
-            self.kept.append(problem)
-
-    def finish(self) -> list[Problem]:
-        for key, more in self._more.items():
-            if more:
-                self._first[key].what += f" (and {more} more like it)"
-        return self.kept
-
-
 def _canonical_doc(text: str, obj) -> bool:
     return text == fmt.json_document(obj)
 
 
-class _Verifier(DialogueChecks, IndexChecks, LossyChecks, ShardChecks):
+class _Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChecks,
+                ShardChecks):
     """One check of one OUT. The listing and the manifest set the state every check
     reads (fs, root, local, files, dirs; vocab, unk_id, pad_id, dtype, bpt, magic,
     template, n, sizes, S, source_files, field_segments), `_layout` the shards found
     (shard_files, shard_set); IndexChecks and ShardChecks declare what they read and
     what they set for the checks after them."""
 
-    def __init__(self, out: str, max_problems: int):
+    def __init__(self, out: str, max_problems: int, deep: int = 0):
         self.out = out
         self.p = _Problems(max_problems)
         self.result = VerifyResult(out=out)
+        self.deep_samples = deep  # `--deep`: how many records to re-tokenize
 
     # ---------------------------------------------------------------- listing, I/O
     def _list(self) -> bool:
@@ -220,11 +143,14 @@ class _Verifier(DialogueChecks, IndexChecks, LossyChecks, ShardChecks):
         try:
             if self._list() and self._manifest():
                 self._layout()
+                self._checksums(self.manifest, self._written())
                 self._indices()
                 self._shards()
                 self._join_rows_and_records()
                 self._summaries()
                 self._lossy_totals(self.result.samples)
+                if self.deep_samples and self.p.total == 0:  # records proven sound first
+                    self._deep(self.deep_samples)
         finally:
             r = self.result
             r.problems = self.p.finish()
@@ -273,6 +199,7 @@ class _Verifier(DialogueChecks, IndexChecks, LossyChecks, ShardChecks):
         m = self._doc(fmt.MANIFEST)
         if m is None:
             return False
+        self.manifest = m
         head = list(m)[:len(MANIFEST_KEYS)]
         if head != MANIFEST_KEYS:
             self.p.add(fmt.MANIFEST, None, f"keys start {head}, expected {MANIFEST_KEYS}")
@@ -489,6 +416,13 @@ class _Verifier(DialogueChecks, IndexChecks, LossyChecks, ShardChecks):
         self.result.shards = sum(len(v) for v in self.shard_files.values())
         self.shard_set = {rel for v in self.shard_files.values() for rel in v.values()}
 
+    def _written(self) -> set:
+        """The files found that a unit-build writes a checksum for (the layout reports
+        any other)."""
+        tops = set(SUMMARY_FILES + INDEX_FILES) | {fmt.LOSSY_INDEX}
+        notices = {f"{fmt.unit_dir(s)}/{fmt.EMPTY_UNIT}" for s in self.sizes}
+        return {rel for rel in self.files if rel in tops or rel in notices} | self.shard_set
+
     # ---------------------------------------------------------------- summaries
     def _summaries(self) -> None:
         distribution = {str(u): self.records[u] for u in self.sizes if self.records[u]}
@@ -550,21 +484,24 @@ def id_bound(manifest: dict, vocab: int, problem) -> int:
     return bound
 
 
-def verify_output(out: str, max_problems: int = 50) -> VerifyResult:
+def verify_output(out: str, max_problems: int = 50, deep: int = 0) -> VerifyResult:
     """Check a finished build in `out` (local path or fsspec URL) from its own files; a
-    pack-build (its manifest.json says so) is checked by `mintdim_beam.audit.pack_check`."""
+    pack-build (its manifest.json says so) is checked by `mintdim_beam.audit.pack_check`.
+    `deep`: also re-tokenize that many sampled records' source lines (`deep_check`)."""
     from mintdim_beam.audit.pack_check import is_pack_output, verify_pack
 
     if is_pack_output(out):
-        return verify_pack(out, max_problems)
-    return _Verifier(out, max_problems).run()
+        return verify_pack(out, max_problems, deep)
+    return _Verifier(out, max_problems, deep).run()
 
 
 def verify_command(args) -> int:
-    """`mintdim-beam verify OUT [--max-problems N]`: 0 when clean, 1 otherwise."""
+    """`mintdim-beam verify OUT [--max-problems N] [--deep [--deep-samples N]]`: 0 when
+    clean, 1 otherwise."""
     limit = getattr(args, "max_problems", None)
+    deep = getattr(args, "deep_samples", DEFAULT_SAMPLES) if getattr(args, "deep", False) else 0
     try:
-        result = verify_output(args.out, 50 if limit is None else limit)
+        result = verify_output(args.out, 50 if limit is None else limit, deep)
     except OSError as exc:
         print(f"verify {args.out}: cannot read the output: {exc}")
         return 1

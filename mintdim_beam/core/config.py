@@ -259,3 +259,32 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
             dialogue=dialogue,
         ))
     return datasets
+
+
+def dataset_config(dataset: Dataset) -> dict:
+    """One dataset as a config of its own (paths as given), recorded in the manifest
+    (`build_config`) so `verify --deep` can rebuild exactly what rendered and tokenized
+    it: `resolve_datasets` of it gives this dataset back."""
+    files = [f.given for f in dataset.files]
+    dialogue = dataset.dialogue
+    if dialogue is None:
+        source = {"files": files, "fields": [list(dataset.fields)], "templates": [dataset.template]}
+    else:
+        source = {"type": dialogue.kind, "files": files, "chat_template": dialogue.chat_template,
+                  "template_vars": dialogue.variables}
+        if dialogue.kind == "chat":
+            source.update(format=dialogue.format, max_turns=dialogue.max_turns,
+                          on_extra_turns=dialogue.on_extra_turns,
+                          max_messages=dialogue.max_messages)
+    options = dataset.tokenizer_options
+    tokenizer = {"type": dataset.tokenizer_kind, "files": [dataset.tokenizer_given]}
+    for key, value in (("config", options.config_given), ("pad_token", options.pad_token),
+                       ("pad_id", options.pad_id), ("bos", options.bos or None),
+                       ("eos", options.eos or None),
+                       ("literal_specials", options.literal_specials)):
+        if value is not None:
+            tokenizer[key] = value
+    return {"source": source, "tokenizer": tokenizer,
+            "units": {"sizes": [list(dataset.sizes)], "build_batch": [dataset.build_batch]},
+            "output": {"dir": dataset.output_given,
+                       "samples_per_shard": [dataset.samples_per_shard]}}

@@ -189,3 +189,19 @@ def _eos(tokenizer, tokenizer_config: dict, config: PackConfig):
 
 def with_run(config: PackConfig, run_id: str) -> PackConfig:
     return dataclasses.replace(config, run_id=run_id)
+
+
+def pack_raw(config: PackConfig) -> dict:
+    """The config as a pack-build config file would say it (paths as given), recorded in
+    the manifest (`build_config`) so `verify --deep` rebuilds it with `resolve_pack`."""
+    tokenizer = {"type": config.tokenizer_kind, "files": [config.tokenizer_given]}
+    if config.config_given is not None:
+        tokenizer["config"] = config.config_given
+    if config.bos:
+        tokenizer["bos"] = True
+    return {"source": {"files": [f.given for f in config.files],
+                       "fields": [list(f) for f in config.fields],
+                       "templates": [t.raw for t in config.templates]},
+            "tokenizer": tokenizer,
+            "pack": {"eod": config.eod, "seed": config.seed, "shard_tokens": config.shard_tokens},
+            "output": {"dir": config.output_given}}

@@ -2,14 +2,15 @@
 so does an input without a single document (`PackEmptyError`); otherwise
 `per_dataset_sequences.json` (keys: each shard's prefix, an absolute path or the
 output URL joined with its name: exactly what Megatron's `--data-path` must say) and then
-`manifest.json` are written, scratch removed and the output released. A failed build
-never gets a manifest."""
+`manifest.json` (with the sha256 of every shard file, `core.checksums`) are written,
+scratch removed and the output released. A failed build never gets a manifest."""
 from __future__ import annotations
 
 
 from mintdim_beam.core import format as fmt
-from mintdim_beam.core import megatron, storage
+from mintdim_beam.core import checksums, megatron, storage
 from mintdim_beam.core.errors import PackEmptyError
+from mintdim_beam.core.pack_config import pack_raw
 from mintdim_beam.core.failures import WorkerFailure
 from mintdim_beam.core.faults import maybe_fail
 from mintdim_beam.core.ownership import release
@@ -60,6 +61,7 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
                     "bin_bytes": s.bin_bytes} for s in shards],
         "sequences": SEQUENCES,
         "inputs": inputs,
+        "build_config": pack_raw(config),  # what `verify --deep` rebuilds
     }
 
 
@@ -76,6 +78,11 @@ def finalize(shards, error, parts, plan, inputs):
     storage.write_text_atomic(storage.join(out, SEQUENCES),
                               fmt.json_document(megatron.sequences_json(counts)), out)
     doc = manifest_doc(plan, shards, parts, inputs)
+    # every shard file, as written; per_dataset_sequences.json names the output by its
+    # absolute path (as Megatron's --data-path must), so verify checks it against the
+    # shards instead
+    doc["checksums"] = checksums.manifest_block(
+        {name: summed for s in shards for name, summed in s.sums})
     storage.write_text_atomic(storage.join(out, MANIFEST), fmt.json_document(doc), out)
     maybe_fail("finalize", "pack")
     storage.remove_tree(storage.tmp_dir(out))

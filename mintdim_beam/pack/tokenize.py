@@ -48,7 +48,7 @@ def _pending(key, local_line, cls, kwargs) -> PendingError:
     return PendingError(ds, file_pos, range_no, local_line, cls, kwargs, "file_line")
 
 
-class _Renderer:
+class Renderer:
     """One file's template: literal parts with the field values put in their slots."""
 
     def __init__(self, fields, template):
@@ -85,6 +85,26 @@ class _Renderer:
         return whole, None
 
 
+def document_ids(plan, tokenizer, texts) -> list:
+    """Each rendered text's document as the pack writes it (its EOD aside): the BOS id if
+    the plan has one, then the text's ids encoded as plain text. [] for a text with no
+    tokens (skipped); a str (the problem) for one whose text encodes to the EOD id."""
+    bos, eod = plan.bos_id, plan.eod_id
+    out = []
+    for doc in tokenizer.encode_plain_many(texts):
+        if doc and eod in doc:
+            out.append(f"the document's text encodes to the EOD id {eod} (at token "
+                       f"{doc.index(eod)}): written, the EOD would end it there")
+        else:
+            out.append([bos] + doc if doc and bos is not None else doc)
+    return out
+
+
+def document_text(renderer, key, local_line, text, problem):
+    """(a line's rendered document text, None) or (None, its pending error)."""
+    return TokenizeRangeFn._document(key, local_line, text, problem, renderer)
+
+
 class TokenizeRangeFn(beam.DoFn):
     def __init__(self, plan, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
         self._plan = plan
@@ -93,7 +113,7 @@ class TokenizeRangeFn(beam.DoFn):
     def setup(self):
         config = self._plan.config
         self._tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path)
-        self._renderers = [_Renderer(f, t) for f, t in zip(config.fields, config.templates)]
+        self._renderers = [Renderer(f, t) for f, t in zip(config.fields, config.templates)]
 
     def process(self, byte_range):
         config, key = self._plan.config, byte_range.key
@@ -157,21 +177,15 @@ class TokenizeRangeFn(beam.DoFn):
         its line: written, the EOD would end it there."""
         if not texts:
             return 0, 0
-        bos, eod = self._plan.bos_id, self._plan.eod_id
         empty = 0
-        ids = self._tokenizer.encode_plain_many(texts)
         kept = []
-        for local_line, doc in zip(at, ids):
+        for local_line, doc in zip(at, document_ids(self._plan, self._tokenizer, texts)):
             if not doc:
                 empty += 1
                 continue
-            if eod in doc:
-                errors.append(_pending(key, local_line, "SampleSchemaError", {
-                    "problem": f"the document's text encodes to the EOD id {eod} (at token "
-                               f"{doc.index(eod)}): written, the EOD would end it there"}))
+            if isinstance(doc, str):
+                errors.append(_pending(key, local_line, "SampleSchemaError", {"problem": doc}))
                 continue
-            if bos is not None:
-                doc = [bos] + doc
             lines.append(local_line)
             lengths.append(len(doc))
             kept.append(doc)

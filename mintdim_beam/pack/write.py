@@ -18,7 +18,7 @@ import apache_beam as beam
 import numpy as np
 
 from mintdim_beam.build.progress import tally
-from mintdim_beam.core import doc_order, megatron, storage
+from mintdim_beam.core import checksums, doc_order, megatron, storage
 from mintdim_beam.core.faults import BundleFaults
 from mintdim_beam.pack import scratch
 from mintdim_beam.pack.order import KEY, LENGTH, LINE, OFFSET
@@ -34,6 +34,7 @@ class ShardWritten:
     tokens: int  # EOD included
     bin_bytes: int
     tokens_per_file: tuple  # (file_pos, tokens with EOD) pairs
+    sums: tuple = ()  # (file name, checksums.FileSum) of its four files
 
 
 def shard_name(shard: int) -> str:
@@ -56,24 +57,28 @@ class WriteShardFn(beam.DoFn):
         rows = {k: v[order] for k, v in rows.items()}
         config, out = self._plan.config, self._plan.config.output_path
         prefix = storage.join(out, shard_name(shard))
+        name = shard_name(shard)
+        sums = {}
         with scratch.TokenBlocks(slices, self._plan.dtype) as blocks:
-            written = storage.write_stream_atomic(prefix + ".bin", self._bin_chunks(rows, blocks),
-                                                  out)
+            sums[name + ".bin"] = checksums.write_stream(prefix + ".bin",
+                                                         self._bin_chunks(rows, blocks), out)
         sequence_lengths = rows["length"] + 1
-        storage.write_atomic(prefix + ".idx", megatron.idx_bytes(sequence_lengths,
-                                                                 self._plan.dtype), out)
-        storage.write_stream_atomic(prefix + ".csv.gz", self._provenance(rows, sequence_lengths),
-                                    out)
+        sums[name + ".idx"] = checksums.write(
+            prefix + ".idx", megatron.idx_bytes(sequence_lengths, self._plan.dtype), out)
+        sums[name + ".csv.gz"] = checksums.write_stream(
+            prefix + ".csv.gz", self._provenance(rows, sequence_lengths), out)
         # datatrove's document boundaries: cumulative ends in tokens, uint64, no leading 0
-        storage.write_atomic(prefix + ".bin.index",
-                             np.cumsum(sequence_lengths, dtype=np.uint64).astype("<u8").tobytes(),
-                             out)
+        sums[name + ".bin.index"] = checksums.write(
+            prefix + ".bin.index",
+            np.cumsum(sequence_lengths, dtype=np.uint64).astype("<u8").tobytes(), out)
         self._faults.check(shard)
         tally(assigned=len(order), shards=1)
         per_file = np.bincount(rows["file_pos"], weights=sequence_lengths,
                                minlength=len(config.files)).astype(np.int64)
-        yield ShardWritten(shard, shard_name(shard), len(order), int(sequence_lengths.sum()),
-                           written, tuple((i, int(t)) for i, t in enumerate(per_file) if t))
+        yield ShardWritten(shard, name, len(order), int(sequence_lengths.sum()),
+                           sums[name + ".bin"].size,
+                           tuple((i, int(t)) for i, t in enumerate(per_file) if t),
+                           tuple(sorted(sums.items())))
 
     @staticmethod
     def _rows(slices) -> dict:

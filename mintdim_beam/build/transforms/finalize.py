@@ -9,6 +9,8 @@ import json
 import apache_beam as beam
 
 from mintdim_beam.build.transforms.gather import ApplyToAll
+from mintdim_beam.core import checksums
+from mintdim_beam.core.config import dataset_config
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 from mintdim_beam.core.failures import WorkerFailure, resolve
@@ -69,8 +71,14 @@ class FinalizeFn(beam.DoFn):
         out = plan.dataset.output_path
         sizes = overflow_plans[ds].sizes
 
+        sums = {fmt.shard_name(unit, shard): summed
+                for d, unit, shard, _, summed in shards if d == ds}
+
         def write(name, text):
-            storage.write_text_atomic(storage.join(out, name), text, out)
+            sums[name] = checksums.write_text(storage.join(out, name), text, out)
+
+        def concat(name, paths):
+            sums[name] = checksums.concat(storage.join(out, name), paths, out)
 
         parts = {}
         for kind, name in (("sample", fmt.SAMPLE_INDEX), ("unk", fmt.UNK_INDEX),
@@ -79,12 +87,11 @@ class FinalizeFn(beam.DoFn):
                                                 if k == kind and key[0] == ds)]
             if kind == "lossy" and parts[kind] and plan.on_lossy == "abort":
                 raise WorkerFailure(first_lossy(plan, parts[kind][0]))
-            storage.concat_atomic(storage.join(out, name), parts[kind], out)
+            concat(name, parts[kind])
         dups = sorted((part, path, groups, samples)
                       for d, part, path, groups, samples in dup_parts if d == ds)
-        storage.concat_atomic(storage.join(out, fmt.DUPLICATE_INDEX), [d[1] for d in dups], out)
-        storage.concat_atomic(storage.join(out, fmt.OVERFLOW_INDEX),
-                              [overflow_plans[ds].rows_path], out)  # written by the decision
+        concat(fmt.DUPLICATE_INDEX, [d[1] for d in dups])
+        concat(fmt.OVERFLOW_INDEX, [overflow_plans[ds].rows_path])  # written by the decision
 
         summary = stats.get(ds, _EMPTY_STATS)
         distribution = {int(k): v for k, v in summary["unit_distribution"].items()}
@@ -99,11 +106,13 @@ class FinalizeFn(beam.DoFn):
         ours = {"mintdim_beam_version": __version__}
         if ds in self._inputs:
             ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
+        ours["build_config"] = dataset_config(plan.dataset)  # what `verify --deep` rebuilds
         if plan.facts is not None:  # each special id and where it came from
             ours["special_tokens"] = plan.facts.manifest_block()
         ours["token_ids"] = {"bound": plan.id_bound}  # every id is below it
         ours["round_trip"] = fmt.round_trip_doc(summary, plan)
         ours["tokenizer_card"] = plan.card
+        ours["checksums"] = checksums.manifest_block(sums)  # every file above, as written
         manifest = fmt.manifest_doc(plan, sizes, ours)
         storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out)
         self._faults.check(ds)

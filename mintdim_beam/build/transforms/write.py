@@ -11,6 +11,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from mintdim_beam.build.progress import tally
+from mintdim_beam.core import checksums
 from mintdim_beam.core import format as fmt
 from mintdim_beam.core import storage
 from mintdim_beam.core.faults import BundleFaults
@@ -48,15 +49,17 @@ class WriteShardFn(beam.DoFn):
         out = plan.dataset.output_path
         self._faults.check((ds, unit, shard), before_raise=lambda: storage.write_partial_temp(
             storage.pieces_bytes(ordered)[: size // 2], out))
-        storage.write_pieces_atomic(storage.join(out, fmt.shard_name(unit, shard)), ordered, out)
+        summed = checksums.write_pieces(storage.join(out, fmt.shard_name(unit, shard)), ordered,
+                                        out)
         tally(shards=1)
         for line in fmt.shard_progress_lines(shard, samples, size, unit):
             print(line, file=sys.stderr, flush=True)
-        yield ds, unit, shard, samples
+        yield ds, unit, shard, samples, summed
 
 
 class WriteShards(beam.PTransform):
-    """Keyed record pieces -> shard files; outputs (dataset, unit, shard, samples)."""
+    """Keyed record pieces -> shard files; outputs (dataset, unit, shard, samples,
+    the shard's `checksums.FileSum`)."""
 
     def __init__(self, plans: dict):
         super().__init__()
