@@ -13,6 +13,8 @@ document. Measures, in interleaved rounds (the fastest run of each counts):
       same texts pre-rendered to JSONL (`{"text": ...}`, 2 files) before any timing,
       with a Python that has datatrove (--datatrove-python; default
       benchmarks/.work/dt_venv, see the README; skipped with a notice when none).
+  (b0) with --baseline-python PY: (b) by the mintdim-beam PY imports (e.g. the commit
+      before a change), b/b0 printed and its shards compared with ours;
 Prints seconds, documents/s, tokens/s, peak RSS of the process tree, b/a (goal <= 1.5),
 c/b (goal >= 3) and, given two scales or more, our peak RSS at the largest over the
 smallest (goal <= 1.5); checks that (b) and (c) hold the same documents and tokens (as
@@ -36,7 +38,8 @@ from corpus import write_corpus  # noqa: E402
 from measure import run_measured  # noqa: E402
 
 GOALS = {"ours_over_bound": 1.5, "datatrove_over_ours": 3.0, "peak_rss_large_over_small": 1.5}
-NAMES = {"bound": "bound (a)", "ours": "mintdim-beam (b)", "datatrove": "datatrove (c)"}
+NAMES = {"bound": "bound (a)", "ours": "mintdim-beam (b)", "baseline": "baseline (b0)",
+         "datatrove": "datatrove (c)"}
 
 
 def _datatrove_python(given: str | None, work: Path) -> tuple[str | None, str]:
@@ -89,6 +92,11 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         "bound": ([sys.executable, targets, "bound", str(corpus), str(tokenizer)], None),
         "ours": ([sys.executable, targets, "ours", str(config)] + args.beam_flag, out),
     }
+    base_out = work / f"base_pack_{n}"
+    if args.baseline_python:
+        base_config = _config(work / f"base_pack_{n}.json", corpus, tokenizer, base_out)
+        commands["baseline"] = ([args.baseline_python, targets, "ours", str(base_config)]
+                                + args.beam_flag, base_out)
     if dt_python:
         tasks = args.datatrove_tasks
         text = pack_targets.write_rendered(corpus, work / f"pack_text_{n}_{tasks}", tasks)
@@ -124,6 +132,13 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         row["datatrove"]["cpu_seconds"] = None
         row["datatrove"]["every_run_cpu_seconds"] = None
     row["ours_over_bound"] = round(row["ours"]["seconds"] / row["bound"]["seconds"], 2)
+    if "baseline" in row:
+        row["b_over_b0"] = round(row["ours"]["seconds"] / row["baseline"]["seconds"], 3)
+        row["b_over_b0_median"] = round(_median(every["ours"]) / _median(every["baseline"]), 3)
+        row["b_over_b0_cpu"] = round(row["ours"]["cpu_seconds"] / row["baseline"]["cpu_seconds"], 3)
+        row["same_shards_as_baseline"] = all(
+            a.read_bytes() == (base_out / a.name).read_bytes()
+            for a in sorted(out.glob("shard_*")))
     row["ours_within_goal"] = row["ours_over_bound"] <= GOALS["ours_over_bound"]
     # The outputs, read after the timing (the last run's; every run writes the same).
     ours = pack_targets.read_ours(out)
@@ -154,6 +169,12 @@ def _training_corpus(work: Path, lines: int) -> Path:
     return have[0][1] if have else write_corpus(work / f"corpus_{lines}.jsonl", lines)
 
 
+def _median(values: list) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def _only_in(mine: list, other: list) -> int:
     from collections import Counter
 
@@ -181,6 +202,8 @@ def main(argv=None) -> int:
                         help="DocumentTokenizer tasks (= workers and input files)")
     parser.add_argument("--datatrove-shuffle-documents", choices=("true", "false"), default="true",
                         help="DocumentTokenizer's shuffle_documents (its default: true)")
+    parser.add_argument("--baseline-python", default=None,
+                        help="adds (b0): the same build by the mintdim-beam this Python imports")
     parser.add_argument("--beam-flag", action="append", default=[],
                         help="Beam flag for (b), repeatable; default: the local default run")
     args = parser.parse_args(argv)
@@ -231,7 +254,7 @@ def _print(report: dict) -> None:
               f"(EOD included), {report['cores']} cores, repeat {report['repeat']}")
         print(f"[pack: {report['tokenizer']}]{'':4} {'seconds':>8} {'documents/s':>11} "
               f"{'tokens/s':>10} {'peak MB':>8} {'CPU s':>7}")
-        for name in ("bound", "ours", "datatrove"):
+        for name in ("bound", "ours", "baseline", "datatrove"):
             if name not in row:
                 continue
             r = row[name]
@@ -244,6 +267,9 @@ def _print(report: dict) -> None:
                   + (f"   runs: {r['every_run_seconds']}" if len(r["every_run_seconds"]) > 1 else ""))
         line = (f"  b/a = {row['ours_over_bound']}  ({_goal(row['ours_within_goal'])} the "
                 f"<= {report['goals']['ours_over_bound']}x goal)")
+        if "b_over_b0" in row:
+            line += (f"   b/b0 = {row['b_over_b0']} (median {row['b_over_b0_median']}, CPU "
+                     f"{row['b_over_b0_cpu']}; same shards: {row['same_shards_as_baseline']})")
         if "datatrove_over_ours" in row:
             line += (f"   c/b = {row['datatrove_over_ours']}  ({_goal(row['datatrove_within_goal'])} "
                      f"the >= {report['goals']['datatrove_over_ours']}x goal)")

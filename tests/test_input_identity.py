@@ -266,8 +266,9 @@ def test_manifest_records_inputs_after_our_version(workdir, tokenizers_dir):
     manifest = json.loads((workdir / "out/manifest.json").read_text())
     keys = list(manifest)
     assert keys[:len(MANIFEST_REFERENCE_KEYS)] == MANIFEST_REFERENCE_KEYS
-    assert keys[len(MANIFEST_REFERENCE_KEYS):] == ["mintdim_beam_version", "inputs", "special_tokens",
-                                                   "token_ids", "round_trip", "tokenizer_card"]
+    assert keys[len(MANIFEST_REFERENCE_KEYS):] == [
+        "mintdim_beam_version", "inputs", "build_config", "special_tokens", "token_ids",
+        "round_trip", "tokenizer_card", "checksums"]
     a, b = manifest["inputs"]
     ends = hashlib.blake2b(ORIGINAL, digest_size=12).hexdigest()  # a file under one block
     assert a == {"file": "a.jsonl", "size": len(ORIGINAL),

@@ -239,12 +239,18 @@ def _check_order(shards, seed: int, shard_tokens: int) -> None:
 
 
 def _tree(out: Path, out_given: str) -> dict:
-    """Every file's bytes; the sequence counts with the output dir taken off their keys."""
+    """Every file's bytes; the sequence counts with the output dir taken off their keys,
+    and the manifest with the output dir its build_config names."""
     tree = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
     counts = json.loads(tree.pop("per_dataset_sequences.json"))
     prefix = os.path.abspath(out) + "/"
     assert all(k.startswith(prefix) for k in counts)
     tree["per_dataset_sequences.json"] = {k[len(prefix):]: v for k, v in counts.items()}
+    if "manifest.json" in tree:  # its build_config names the output dir as given
+        manifest = json.loads(tree["manifest.json"])
+        assert manifest["build_config"]["output"] == {"dir": out_given}
+        manifest["build_config"]["output"]["dir"] = "OUT"
+        tree["manifest.json"] = manifest
     return tree
 
 

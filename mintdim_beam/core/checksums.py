@@ -75,8 +75,8 @@ def write_pieces(path: str, pieces: list, output_dir: str) -> FileSum:
     ranges) with the sum of the pieces: each range is read once for it, from the
     scratch file just written (in the page cache), never from the output."""
     if storage.is_url(path) or any(not isinstance(p, bytes) and storage.is_url(p[0])
-                                   for p in pieces):
-        return write(path, storage.pieces_bytes(pieces), output_dir)  # read once, as storage does
+                                   for p in pieces):  # read each remote range once
+        pieces = [p if isinstance(p, bytes) else storage.read_range(*p) for p in pieces]
     summer = Summer()
     for piece in pieces:
         if isinstance(piece, bytes):
