@@ -186,7 +186,7 @@ def read_ours(out) -> dict:
     import numpy as np
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from mintdim_beam.core.megatron import read_idx
+    from mintdim_beam.core.formats.megatron import read_idx
 
     out = Path(out)
     manifest = json.loads((out / "manifest.json").read_text())

@@ -23,7 +23,8 @@ the first batch (import + open + first batch) and to resume (import + open +
 load_state_dict of a state saved mid-epoch + next batch, checked against the batch the
 saving reader read next); and peak memory of a UnitReader process reading
 `--memory-steps` steps on the `--memory-samples` build (default 100k) against this one.
-Prints tokens/s and the ratios with their goals; writes `benchmarks/results_read.json`.
+Prints tokens/s and the ratios with their goals; writes `benchmarks/.work/results_read.json`
+(`--json benchmarks/results_read.json` records a run).
 
 (`--worker SPEC` runs one measurement; the reference Python runs this file that way.)
 """
@@ -54,7 +55,9 @@ def main(argv=None) -> int:
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument("--build", help="an existing unit-build to read (default: build one)")
     parser.add_argument("--workdir", default=str(HERE / ".work"))
-    parser.add_argument("--json", default=str(HERE / "results_read.json"))
+    parser.add_argument("--json", default=str(HERE / ".work" / "results_read.json"),
+                        help="where to write the results (default: the untracked work dir; "
+                             "name benchmarks/results_read.json to record them)")
     parser.add_argument("--reference-python", default=os.environ.get("MINTDIM_REFERENCE_PYTHON"))
     parser.add_argument("--tokens-per-step", type=int, default=65536)
     parser.add_argument("--ranks", type=int, default=8)
@@ -157,6 +160,7 @@ def main(argv=None) -> int:
     report["memory"] = memory
     report["ratios"] = ratios(report)
     _print(report)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
@@ -493,9 +497,9 @@ def w_first_batch(spec) -> dict:
     t2 = time.perf_counter()
     batch = next(iter(reader))
     t3 = time.perf_counter()
-    from mintdim_beam.read.build import _parse_sample_index
+    from mintdim_beam.read.build import parse_sample_index
 
-    _parse_sample_index(reader.build)  # again, alone: how much of the first batch it is
+    parse_sample_index(reader.build)  # again, alone: how much of the first batch it is
     parse = time.perf_counter() - t3
     return {"import_s": round(t1 - t0, 3), "open_s": round(t2 - t1, 3), "first_batch_s": round(t3 - t2, 3),
             "import_open_first_s": round(t3 - t0, 3), "parse_s": round(parse, 3),

@@ -100,6 +100,7 @@ def main(argv=None) -> int:
             row["identical_to_reference"] = _same_output(work / f"out_{kind}", work / f"ref_{kind}")
         report["results"][kind] = row
     _print(report)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2))
     return 0
 

@@ -9,7 +9,7 @@ local build (`mintdim-beam build CONFIG`, chatml, max_turns=2, on_extra_turns=sp
 Prints seconds, dialogues/s, tokens/s, peak RSS of the process tree and b/a against the
 1.5 goal; when b/a misses it (or with --parts yes), also times the steps one by one
 (`chat_targets.py parts`) to show where the time goes. Writes JSON (default
-benchmarks/results_chat.json).
+benchmarks/.work/results_chat.json; `--json benchmarks/results_chat.json` records a run).
 """
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ GOAL = 1.5
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dialogues", type=int, default=100_000)
-    parser.add_argument("--json", default=str(HERE / "results_chat.json"))
+    parser.add_argument("--json", default=str(HERE / ".work" / "results_chat.json"),
+                        help="where to write the results (default: the untracked work dir; "
+                             "name benchmarks/results_chat.json to record them)")
     parser.add_argument("--workdir", default=str(HERE / ".work"))
     parser.add_argument("--train-dialogues", type=int, default=30_000,
                         help="the tokenizer is trained on the first N dialogues of the "
@@ -100,6 +102,7 @@ def main(argv=None) -> int:
                str(args.parts_dialogues)]
         report["parts"] = json.loads(run_measured(cmd, env=env)["stdout"].strip().splitlines()[-1])
     _print(report)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0
 

@@ -9,7 +9,8 @@ a million here), each once, in its own process tree: wall time and peak RSS of t
 tree (`measure.py`, read every 50 ms). Then the growth of peak memory per million
 samples between the smallest and each larger size, and the scratch disk a build of ours
 used at its peak (the output directory's size, sampled every 0.5 s), per million samples
-and per input byte. Prints a table; writes `benchmarks/results_scale.json`. 10M samples
+and per input byte. Prints a table; writes `benchmarks/.work/results_scale.json`
+(`--json benchmarks/results_scale.json` records a run). 10M samples
 (about 7.4 GB of JSONL) is for a run by hand: `--scales 100000,1000000,10000000`.
 """
 from __future__ import annotations
@@ -69,7 +70,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scales", default="100000,1000000,3000000")
     parser.add_argument("--workdir", default=str(HERE / ".work"))
-    parser.add_argument("--json", default=str(HERE / "results_scale.json"))
+    parser.add_argument("--json", default=str(HERE / ".work" / "results_scale.json"),
+                        help="where to write the results (default: the untracked work dir; "
+                             "name benchmarks/results_scale.json to record them)")
     parser.add_argument("--reference-python", default=os.environ.get("MINTDIM_REFERENCE_PYTHON"))
     parser.add_argument("--reference-max", type=int, default=1_000_000,
                         help="largest size mintdim 0.2.1 is run at (it is slow)")
@@ -108,6 +111,7 @@ def main(argv=None) -> int:
             shutil.rmtree(ref_out, ignore_errors=True)
         report["results"][str(n)] = row
         _print(report)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2))
     return 0
 

@@ -100,7 +100,7 @@ class UnitBuildJob:
             on_lossy: str = "continue", pipeline_options=None) -> dict:
         """`on_lossy`: text the tokenizer cannot carry (a template literal, a sample)
         is a warning and indexed ("continue"), or an error ("abort")."""
-        from mintdim_beam.build.launch import run_build
+        from mintdim_beam.unit_build.launch import run_build
 
         return run_build(self._raw, on_template_unk=on_template_unk, on_overflow=on_overflow,
                          pipeline_options=pipeline_options, on_lossy=on_lossy)
@@ -144,7 +144,7 @@ class PackBuildJob:
         return {k: v for k, v in self._raw.items()}
 
     def run(self, *, pipeline_options=None) -> dict:
-        from mintdim_beam.pack.launch import run_pack
+        from mintdim_beam.pack_build.launch import run_pack
 
         return run_pack(self._raw, pipeline_options=pipeline_options)
 

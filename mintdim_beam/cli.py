@@ -7,35 +7,17 @@ import argparse
 import json
 import sys
 
+from mintdim_beam.cli_help import CONFIG_HELP, FLAGS_HELP, PACK_HELP
 from mintdim_beam.core.errors import MintDimError
-
-CONFIG_HELP = """CONFIG keys (YAML or JSON; paths relative to the working directory or fsspec URLs):
-  source:    {files: [...], fields: [[...]], templates: ["..."]}
-  tokenizer: {type: sentencepiece | hf_json, files: [...]}
-  units:     {sizes: [[...]], build_batch: [...]}
-  output:    {dir: PATH or [PATHS], samples_per_shard: [...]}
-  on_overflow: abort | truncate | skip | extend | prompt      (optional, default prompt)
-  on_template_unk: abort | continue | prompt                  (optional, default prompt)
-  on_lossy: continue | abort    (optional, default continue: text the tokenizer cannot
-                                 carry is a warning and a lossy_index.jsonl row)
-Each list is shared (length 1) or mapped per input file (length N), as in the Python API.
-Any other argument is a Beam pipeline flag, e.g. --runner=FnApiRunner
---direct_running_mode=multi_processing --direct_num_workers=2 --input_range_bytes=65536."""
-
-PACK_HELP = """CONFIG keys for pack (YAML or JSON):
-  source:    {files: [...], fields: [[...]], templates: ["..."]}   (one each, or one per file)
-  tokenizer: {type: sentencepiece | hf_json, files: [ONE FILE], config: tokenizer_config.json}
-  pack:      {eod: null or "<token text>", seed: 0, shard_tokens: 536870912}
-  output:    {dir: PATH}
-Any other argument is a Beam pipeline flag."""
-
+from mintdim_beam.core.version import __version__
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mintdim-beam", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"mintdim-beam {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="run a unit-build from a CONFIG file",
-                           epilog=CONFIG_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           epilog=CONFIG_HELP + "\n" + FLAGS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     build.add_argument("config", nargs="?", help="path or URL of the YAML/JSON config")
     build.add_argument("--config", dest="config_flag", metavar="CONFIG",
                        help="the same, as a flag (what a Flex Template passes)")
@@ -46,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--on_lossy", "--on-lossy", dest="on_lossy", default=None,
                        help="overrides the config's on_lossy")
     pack = sub.add_parser("pack", help="run a pack-build (pretraining token stream) from a "
-                                       "CONFIG file", epilog=PACK_HELP,
+                                       "CONFIG file", epilog=PACK_HELP + "\n" + FLAGS_HELP,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     pack.add_argument("config", nargs="?", help="path or URL of the YAML/JSON config")
     pack.add_argument("--config", dest="config_flag", metavar="CONFIG",
@@ -75,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def accepted_options() -> set[str]:
     """Every --option the build entry point understands itself (Beam's own flags aside)."""
-    from mintdim_beam.build.options import MintDimOptions
+    from mintdim_beam.runtime.options import MintDimOptions
 
     build = _parser()._subparsers._group_actions[0].choices["build"]
     names = {opt for action in build._actions for opt in action.option_strings}
@@ -86,7 +68,7 @@ def accepted_options() -> set[str]:
 
 
 def build_command(args, beam_flags: list[str]) -> int:
-    from mintdim_beam.build.launch import run_build
+    from mintdim_beam.unit_build.launch import run_build
 
     def run(doc):
         raw = {k: doc.get(k) for k in ("source", "tokenizer", "units", "output")}
@@ -101,7 +83,7 @@ def build_command(args, beam_flags: list[str]) -> int:
 
 
 def pack_command(args, beam_flags: list[str]) -> int:
-    from mintdim_beam.pack.launch import run_pack
+    from mintdim_beam.pack_build.launch import run_pack
 
     def run(doc):
         return run_pack(doc, pipeline_options=beam_flags or None)
@@ -111,9 +93,9 @@ def pack_command(args, beam_flags: list[str]) -> int:
 
 def _config_command(args, run, command: str) -> int:
     """Load CONFIG, run it with Ctrl-C and SIGTERM handled, print the result as JSON."""
-    from mintdim_beam.build.launch import on_signals
-    from mintdim_beam.core.config_file import KEYS, PACK_KEYS, load_config
+    from mintdim_beam.core.config.config_file import KEYS, PACK_KEYS, load_config
     from mintdim_beam.core.errors import BuildInterruptedError, PipelineValidationError
+    from mintdim_beam.runtime.signals import on_signals
 
     try:
         config = args.config_flag or args.config
@@ -143,9 +125,9 @@ def _interrupted(signal: str, what: str) -> int:
 def clean_command(args) -> int:
     """Remove an incomplete build of ours; exit 1 (and remove nothing) when the directory
     holds a complete build, a running one, or files that are not ours."""
-    from mintdim_beam.core import storage
     from mintdim_beam.core.errors import OutputCleanError
-    from mintdim_beam.core.ownership import clean
+    from mintdim_beam.core.files import storage
+    from mintdim_beam.core.files.ownership import clean
 
     try:
         removed = clean(storage.resolve(args.out), args.out)

@@ -214,7 +214,7 @@ def encoder_helpers_of(pid: int) -> list[int]:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if b"mintdim_beam.build.encoder_process" in cmdline and int(fields[1]) == pid and fields[0] != "Z":
+        if b"mintdim_beam.runtime.encoder_process" in cmdline and int(fields[1]) == pid and fields[0] != "Z":
             found.append(int(entry))
     return found
 
@@ -262,7 +262,7 @@ def without_checksums(out: Path) -> Path:
     """`out` with the manifest's `checksums` taken out (rewritten canonically): what the
     structural checks of `verify` find in damaged copies, alone. With the checksums each
     damaged file would also be named as changed (tests/test_checksums.py)."""
-    from mintdim_beam.core import format as fmt
+    from mintdim_beam.core.formats import mintdim as fmt
 
     path = out / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))

@@ -13,7 +13,7 @@ from conftest import IN_MEMORY, REPO, byte_level_bpe, copy_to_memory_fs, without
 from mintdim_beam import pipeline
 from mintdim_beam.audit.report import write_report
 from mintdim_beam.audit.verify import verify_output
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.formats import mintdim as fmt
 
 GOLDEN = REPO / "tests/golden/overflow_truncate_multisegment/expected/out"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>"]

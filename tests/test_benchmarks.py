@@ -3,6 +3,8 @@ chat harness (issue 16) on a tiny corpus."""
 import json
 import sys
 
+import pytest
+
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -119,3 +121,18 @@ def test_pack_benchmark_runs_on_a_tiny_corpus(tmp_path, capsys):
     assert tokenizer["pre_tokenizer"]["type"] == "ByteLevel"
     assert [t["content"] for t in tokenizer["added_tokens"]] == ["<|endoftext|>"]
     assert "b/a =" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("script", ["run.py", "run_chat.py", "run_pack.py", "run_scale.py",
+                                    "read.py"])
+def test_a_benchmark_writes_its_results_to_the_untracked_work_dir_unless_told(script):
+    """Recorded results (benchmarks/results_*.json) change only when a run is asked to
+    record them (`--json`), never on a small run's default."""
+    import ast
+
+    tree = ast.parse((REPO / "benchmarks" / script).read_text())
+    defaults = [kw.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and node.args and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == "--json" for kw in node.keywords if kw.arg == "default"]
+    assert len(defaults) == 1
+    assert "'.work'" in ast.unparse(defaults[0]), ast.unparse(defaults[0])

@@ -196,7 +196,7 @@ def test_cache_is_bounded(monkeypatch):
     for d in _dialogues(300, seed=5) * 2:
         assert _outcome(lambda: render_dialogue(template, d)) == \
             _outcome(lambda: render_dialogue(template, d, fast=False))
-    assert len(skeleton._cache_for(template).entries) <= 8
+    assert len(skeleton.cache_for(template).entries) <= 8
 
 
 def test_duck_typed_template_without_weakref():

@@ -11,7 +11,7 @@ import pytest
 
 from mintdim_beam import pipeline
 from mintdim_beam.core import errors
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.formats import mintdim as fmt
 
 from conftest import BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, byte_level_bpe, read_tree
 

@@ -1,6 +1,8 @@
 """The console script and `python -m pipelines.unit_build`: exit codes and messages."""
+import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +116,47 @@ def test_a_bad_progress_interval_is_a_config_error_before_the_claim(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "MINTDIM_PROGRESS_INTERVAL" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_version_is_the_package_version():
+    from mintdim_beam import __version__
+
+    proc = subprocess.run([sys.executable, "-m", "mintdim_beam.cli", "--version"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"mintdim-beam {__version__}"
+
+
+def _help(command: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "mintdim_beam.cli", command, "--help"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_build_help_names_every_key_the_config_accepts_and_every_flag_of_ours():
+    """The validators' own key sets, so a key added there and not here fails."""
+    from mintdim_beam.core.config.sources import CHAT_KEYS, CHAT_FORMATS, PREFERENCE_KEYS
+    from mintdim_beam.core.tokenizer.special_tokens import BLOCK_KEYS
+    from mintdim_beam.runtime.options import MintDimOptions
+
+    text = _help("build")
+    keys = (CHAT_KEYS | PREFERENCE_KEYS | set(BLOCK_KEYS) | set(CHAT_FORMATS)
+            | {"fields", "templates", "sizes", "build_batch", "dir", "samples_per_shard",
+               "on_overflow", "on_template_unk", "on_lossy", "preference", "chat"})
+    missing = sorted(k for k in keys if not re.search(rf"\b{k}\b", text))
+    assert not missing, missing
+    probe = argparse.ArgumentParser()
+    MintDimOptions._add_argparse_args(probe)
+    flags = {o for action in probe._actions for o in action.option_strings if o != "-h"
+             and o != "--help"}
+    assert flags and not sorted(f for f in flags if f not in text)
+    assert "MINTDIM_PROGRESS_INTERVAL" in text and "docs/config.md" in text
+
+
+def test_pack_help_names_every_pack_key():
+    from mintdim_beam.core.config.pack_config import PACK_KEYS
+
+    text = _help("pack")
+    assert all(re.search(rf"\b{k}\b", text) for k in PACK_KEYS + ("source", "tokenizer",
+                                                                 "output", "dir"))
+    assert "--input_range_bytes" in text and "docs/pack_build.md" in text

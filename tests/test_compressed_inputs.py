@@ -15,7 +15,7 @@ import zstandard
 
 from conftest import IN_MEMORY, MULTI_PROCESS, read_tree, run_build, sentence
 from mintdim_beam.audit.plan import token_histograms
-from mintdim_beam.build.launch import launch
+from mintdim_beam.unit_build.launch import launch
 from mintdim_beam.core import errors
 
 

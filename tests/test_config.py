@@ -6,7 +6,7 @@ import pytest
 from conftest import write_jsonl
 from mintdim_beam import pipeline
 from mintdim_beam.core import errors
-from mintdim_beam.core.config import resolve_datasets
+from mintdim_beam.core.config.unit_config import resolve_datasets
 
 
 @pytest.fixture
@@ -161,7 +161,7 @@ def test_bad_policy_names(workdir):
 
 
 def test_dtype_selection():
-    from mintdim_beam.core.prepare import select_dtype
+    from mintdim_beam.core.config.prepare import select_dtype
 
     assert select_dtype(65535) == ("uint16", 65535, 2)
     assert select_dtype(65536) == ("uint32", 4294967295, 4)

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mintdim_beam.build.transforms.assign import number_candidates
-from mintdim_beam.build.transforms.decide import _decide
-from mintdim_beam.build.units import decide_overflows, fixed_chooser, scripted_chooser
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core.config import InputFile
-from mintdim_beam.core.failures import ExtraTurnsPending, LongLinePending
+from mintdim_beam.unit_build.transforms.assign import number_candidates
+from mintdim_beam.unit_build.transforms.decide import decide_all
+from mintdim_beam.unit_build.units import decide_overflows, fixed_chooser, scripted_chooser
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.config.unit_config import InputFile
+from mintdim_beam.core.errors.failures import ExtraTurnsPending, LongLinePending
 
 SIZES = (8, 16)
 
@@ -51,7 +51,7 @@ def _inputs(seed: int):
 
 def _reference(candidates, numbering, long_lines, plan, chooser):
     """The in-memory decision, candidates numbered as the interactive plan numbers them."""
-    from mintdim_beam.build.units import Candidate
+    from mintdim_beam.unit_build.units import Candidate
 
     cands = number_candidates(candidates, {0: plan.dataset}, numbering).get(0, [])
     for p in long_lines:
@@ -78,7 +78,7 @@ def test_the_streamed_decision_is_the_in_memory_one(policy, seed, tmp_path):
     if policy != "skip":  # lines over --max_line_bytes are decided under skip only
         long_lines = long_lines[2:]
     want = _reference(candidates, numbering, long_lines, plan, chooser)
-    got = _decide(candidates, {0: plan}, numbering, {0: chooser}, long_lines).unpack()[0]
+    got = decide_all(candidates, {0: plan}, numbering, {0: chooser}, long_lines).unpack()[0]
 
     assert got.sizes == want.sizes
     assert got.abort == want.abort and got.abort_reason == want.abort_reason
@@ -98,6 +98,6 @@ def test_the_streamed_decision_is_the_in_memory_one(policy, seed, tmp_path):
 
 def test_no_candidates_still_writes_an_empty_overflow_index(tmp_path):
     plan = _plan(tmp_path)
-    got = _decide([], {0: plan}, {}, {0: fixed_chooser("abort")}).unpack()[0]
+    got = decide_all([], {0: plan}, {}, {0: fixed_chooser("abort")}).unpack()[0]
     assert got.abort is None and got.by_batch == {} and list(got.sizes) == list(SIZES)
     assert open(got.rows_path).read() == ""

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_build, write_jsonl
-from mintdim_beam.build.packed import Packed
-from mintdim_beam.build.prompts import InteractiveChooser, ask_overflow
-from mintdim_beam.build.transforms.decide import abort_errors
-from mintdim_beam.build.units import Candidate, decide_overflows, fixed_chooser
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core.config import Dataset, InputFile
+from mintdim_beam.unit_build.packed import Packed
+from mintdim_beam.unit_build.prompts import InteractiveChooser, ask_overflow
+from mintdim_beam.unit_build.transforms.decide import abort_errors
+from mintdim_beam.unit_build.units import Candidate, decide_overflows, fixed_chooser
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.config.unit_config import Dataset, InputFile
 from mintdim_beam.core.errors import TokenDTypeCapacityError, error_from_payload
-from mintdim_beam.core.failures import resolve
-from mintdim_beam.core.prepare import prepare
+from mintdim_beam.core.errors.failures import resolve
+from mintdim_beam.core.config.prepare import prepare
 
 DEMO_MODEL = REPO / "examples/tokenizer/demo.model"  # 2,000 pieces: uint16
 UINT16_MAX, UINT32_MAX = 2**16 - 1, 2**32 - 1

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from conftest import REPO, encoder_helpers_of
-from mintdim_beam.build.encoder_process import (EncoderProcess, EncoderProcessError,
-                                                tokenizer_files_of)
-from mintdim_beam.core.config import Dataset, InputFile
-from mintdim_beam.core.encode_batch import BatchEncoder
+from mintdim_beam.runtime.encoder_process import (EncoderProcess, EncoderProcessError,
+                                                  tokenizer_files_of)
+from mintdim_beam.core.config.unit_config import Dataset, InputFile
+from mintdim_beam.core.tokenizer.encode_batch import BatchEncoder
 from mintdim_beam.core.errors import TokenizerValidationError
-from mintdim_beam.core.prepare import prepare
-from mintdim_beam.core.tokenizers import load_tokenizer
+from mintdim_beam.core.config.prepare import prepare
+from mintdim_beam.core.tokenizer.tokenizers import load_tokenizer
 
 TEXTS = [["hello world", "the model reads 😀 字"], ["", "code python function"],
          ["unit padding", "ü ÿ ☃ tokens"]]
@@ -141,7 +141,7 @@ def test_a_helper_stopped_from_its_own_feed_or_drain_thread_still_stops(tokenize
     the child and close its output."""
     import threading
 
-    from mintdim_beam.build.encoder_process import _stop_child
+    from mintdim_beam.runtime.encoder_process import stop_child
 
     helper = EncoderProcess({0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))})
     helper.submit(0, TEXTS * 200)  # a reply may be on its way meanwhile
@@ -150,7 +150,7 @@ def test_a_helper_stopped_from_its_own_feed_or_drain_thread_still_stops(tokenize
     def stop_here():
         here = threading.current_thread()
         try:
-            _stop_child(helper._requests, helper._proc,
+            stop_child(helper._requests, helper._proc,
                         here if role == "writer" else helper._writer,
                         here if role == "reader" else helper._reader)
         except BaseException as exc:  # noqa: BLE001 - reported below
@@ -192,7 +192,7 @@ def test_an_unguarded_user_script_runs_once(tokenizers_dir, tmp_path):
 
 
 def test_split_points_cut_batches_into_balanced_contiguous_parts():
-    from mintdim_beam.core.encode_batch import split_points
+    from mintdim_beam.core.tokenizer.encode_batch import split_points
 
     sizes = [20] * 6 + [100] * 2
     assert split_points(sizes, 1) == [0, 8]
@@ -206,8 +206,8 @@ def test_split_points_cut_batches_into_balanced_contiguous_parts():
 def test_the_helpers_shares_of_a_batch_are_the_pipelines_shares(tokenizers_dir):
     """A head start renders only its share of the lines; the pipeline cuts the rendered
     batch at the same samples, also when a part holds bad lines only (it is empty)."""
-    from mintdim_beam.core.encode_batch import share_bounds, share_entries
-    from mintdim_beam.core.render_batch import Layout, render_entries
+    from mintdim_beam.core.tokenizer.encode_batch import share_bounds, share_entries
+    from mintdim_beam.core.render.render_batch import Layout, render_entries
 
     plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
     good = [json.dumps({"q": "x" * n, "a": "y"}) for n in (5, 50, 7, 80, 3, 9)]
@@ -230,7 +230,7 @@ def test_the_helpers_shares_of_a_batch_are_the_pipelines_shares(tokenizers_dir):
 
 
 def test_merged_shares_equal_the_whole_batch_encoded_at_once(tokenizers_dir):
-    from mintdim_beam.build.transforms.tokenize import merge_shares
+    from mintdim_beam.unit_build.transforms.tokenize import merge_shares
 
     plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
     encoder = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
@@ -258,8 +258,8 @@ def test_an_abandoned_helper_stops_its_child(tokenizers_dir):
 def test_helpers_default_to_the_cores_of_the_in_process_run_only(monkeypatch):
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from mintdim_beam.build.local_default import MAX_AUTO_ENCODERS
-    from mintdim_beam.build.options import encoder_processes
+    from mintdim_beam.runtime.local_default import MAX_AUTO_ENCODERS
+    from mintdim_beam.runtime.options import encoder_processes
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert encoder_processes(PipelineOptions(["--runner=FnApiRunner"])) == 2
@@ -277,7 +277,7 @@ def test_helpers_default_to_the_cores_of_the_in_process_run_only(monkeypatch):
 
 
 def test_warm_helpers_are_handed_out_once_and_the_rest_stopped(tokenizers_dir):
-    from mintdim_beam.build.encoder_process import adopt_warm, warm_helpers
+    from mintdim_beam.runtime.encoder_process import adopt_warm, warm_helpers
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
     local = BatchEncoder(plans[0], load_tokenizer("sentencepiece", plans[0].dataset.tokenizer_path))
@@ -298,7 +298,7 @@ def test_warm_helpers_are_handed_out_once_and_the_rest_stopped(tokenizers_dir):
 def test_the_heap_is_frozen_for_the_block_only_unless_the_caller_froze_it():
     import gc
 
-    from mintdim_beam.build.frozen_heap import frozen_heap
+    from mintdim_beam.runtime.frozen_heap import frozen_heap
 
     assert gc.get_freeze_count() == 0
     with frozen_heap():
@@ -321,8 +321,8 @@ def test_the_heap_is_frozen_for_the_block_only_unless_the_caller_froze_it():
 def test_every_helper_of_a_tokenize_step_gets_one_native_thread(tokenizers_dir):
     """Adopted or started in `setup`, several helpers share the cores: one thread each,
     also when `setup` adopts fewer warm helpers than it needs and starts the rest."""
-    from mintdim_beam.build.encoder_process import warm_helpers
-    from mintdim_beam.build.transforms.tokenize import TokenizeFn
+    from mintdim_beam.runtime.encoder_process import warm_helpers
+    from mintdim_beam.unit_build.transforms.tokenize import TokenizeFn
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
     with warm_helpers(plans, 2) as key:
@@ -349,9 +349,9 @@ def _head_start_file(tmp_path):
 
 def _pipeline_shares(plan, path, shares):
     """What the Tokenize DoFn sends helper i for each batch: the same reader and split."""
-    from mintdim_beam.core.encode_batch import share_bounds
-    from mintdim_beam.core.render_batch import Layout, render_entries
-    from mintdim_beam.core.source import RangeBatches, plan_ranges
+    from mintdim_beam.core.tokenizer.encode_batch import share_bounds
+    from mintdim_beam.core.render.render_batch import Layout, render_entries
+    from mintdim_beam.core.inputs.source import RangeBatches, plan_ranges
 
     byte_range = plan_ranges([plan.dataset])[0]
     per_share = [[] for _ in range(shares)]
@@ -403,7 +403,7 @@ def test_a_head_start_answers_the_shares_the_pipeline_then_asks_for(tokenizers_d
 
 def test_a_head_start_the_helper_cannot_make_leaves_it_working(tokenizers_dir, tmp_path):
     """A file the child cannot open (another filesystem, gone) means no head start."""
-    from mintdim_beam.core.source import ByteRange
+    from mintdim_beam.core.inputs.source import ByteRange
 
     plan = _plan("sentencepiece", str(tokenizers_dir / "sp.model"))
     local = BatchEncoder(plan, load_tokenizer("sentencepiece", plan.dataset.tokenizer_path))
@@ -420,7 +420,7 @@ def test_a_head_start_the_helper_cannot_make_leaves_it_working(tokenizers_dir, t
 def test_a_head_start_reads_its_range_up_to_its_limit(tokenizers_dir, tmp_path):
     import dataclasses
 
-    from mintdim_beam.build.encoder_process import _answered_ahead, _head_start
+    from mintdim_beam.runtime.encoder_process import answered_ahead, encode_head_start
 
     path = _head_start_file(tmp_path)
     plan = _file_plan(tokenizers_dir, path)
@@ -429,17 +429,17 @@ def test_a_head_start_reads_its_range_up_to_its_limit(tokenizers_dir, tmp_path):
     assert [len(b) for b in batches] == [3, 3]  # 4 lines a batch; one bad, a blank skipped
 
     def start(max_samples):
-        return list(_head_start(encoders, {0: plan}, byte_range, 4, 0, 1, max_samples))
+        return list(encode_head_start(encoders, {0: plan}, byte_range, 4, 0, 1, max_samples))
 
     assert [texts for _, texts, _ in start(100)] == batches
     assert [texts for _, texts, _ in start(4)] == batches[:1]  # 4 lines read: enough
     done = start(100)
-    assert _answered_ahead(done, 0, [list(t) for t in batches[1]])[0] == "ok"
+    assert answered_ahead(done, 0, [list(t) for t in batches[1]])[0] == "ok"
     assert [texts for _, texts, _ in done] == [batches[0]]  # answered once
-    assert _answered_ahead(done, 1, batches[0]) is None  # another dataset
-    assert _answered_ahead(done, 0, batches[0][:1]) is None
+    assert answered_ahead(done, 1, batches[0]) is None  # another dataset
+    assert answered_ahead(done, 0, batches[0][:1]) is None
     unknown = dataclasses.replace(byte_range, dataset=5)  # nothing to encode it with
-    assert list(_head_start(encoders, {0: plan}, unknown, 4, 0, 1, 100)) == []
+    assert list(encode_head_start(encoders, {0: plan}, unknown, 4, 0, 1, 100)) == []
 
 
 def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_cannot(
@@ -449,7 +449,7 @@ def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_can
     encoded ends it (its end comes before that reply), and an empty share does not."""
     import io
 
-    from mintdim_beam.build.encoder_process import _read_message, _serve, _write_message
+    from mintdim_beam.runtime.encoder_process import read_message, serve, write_message
 
     path = tmp_path / "in.jsonl"
     rows = [{"q": f"question {i} about units", "a": "answer " * (i % 5)} for i in range(24)]
@@ -463,17 +463,17 @@ def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_can
                     ("head_start", byte_range, plan.dataset.build_batch, 0, 2, 100),
                     ("encode", 0, mine[0]), ("encode", 0, []), ("encode", 0, mine[1]),
                     ("encode", 0, mine[2]), ("encode", 0, mine[3])):
-        _write_message(requests, message)
+        write_message(requests, message)
     requests.seek(0)
     # Before each head-start step: is a request waiting? The first share is encoded,
     # then one request read; then another share, then the next two requests...
     script = iter([False, True, True, False, True, True])
     replies = io.BytesIO()
-    _serve(requests, replies, 0, waiting=lambda _: next(script))
+    serve(requests, replies, 0, waiting=lambda _: next(script))
     replies.seek(0)
     got = []
     while replies.tell() < len(replies.getvalue()):
-        got.append(_read_message(replies))
+        got.append(read_message(replies))
     assert [(status, ahead) for status, _, ahead in got] == [
         ("ok", True), ("ok", False), ("ok", True), ("head_start", False), ("ok", False),
         ("ok", False)]
@@ -487,31 +487,31 @@ def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_can
 
 
 def test_request_waiting_sees_unread_bytes_and_a_closed_pipe():
-    from mintdim_beam.build.encoder_process import _request_waiting
+    from mintdim_beam.runtime.encoder_process import request_waiting
 
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd, "rb", buffering=0) as requests:
-        assert not _request_waiting(requests)
+        assert not request_waiting(requests)
         os.write(write_fd, b"x")
-        assert _request_waiting(requests)
-        assert requests.read(1) == b"x" and not _request_waiting(requests)
+        assert request_waiting(requests)
+        assert requests.read(1) == b"x" and not request_waiting(requests)
         os.close(write_fd)
-        assert _request_waiting(requests)  # end of input: the head start stops too
+        assert request_waiting(requests)  # end of input: the head start stops too
 
 
 def test_no_head_start_for_a_remote_file(tokenizers_dir, tmp_path):
     """A helper may lack the driver's credentials and would wait on the network."""
-    from mintdim_beam.build.encoder_process import _WARM, warm_helpers
-    from mintdim_beam.core.source import ByteRange
+    from mintdim_beam.runtime.encoder_process import WARM, warm_helpers
+    from mintdim_beam.core.inputs.source import ByteRange
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
     path = _head_start_file(tmp_path)
     local = ByteRange(0, 0, str(path), 0, 0, path.stat().st_size)
     remote = ByteRange(0, 0, "gs://bucket/in.jsonl", 0, 0, 100)
     with warm_helpers(plans, 1, local) as key:
-        assert [h.head_start_done() for h in _WARM[key]] == [6]
+        assert [h.head_start_done() for h in WARM[key]] == [6]
     with warm_helpers(plans, 1, remote) as key:
-        assert [h._head_start_sent for h in _WARM[key]] == [False]  # never asked
+        assert [h._head_start_sent for h in WARM[key]] == [False]  # never asked
 
 
 def test_the_default_run_skips_only_the_construction_type_check():
@@ -519,7 +519,7 @@ def test_the_default_run_skips_only_the_construction_type_check():
     (our fixed graph is checked by every other run); given flags are taken as they are."""
     from apache_beam.options.pipeline_options import StandardOptions, TypeOptions
 
-    from mintdim_beam.build.options import make_options
+    from mintdim_beam.runtime.options import make_options
 
     default = make_options(None)
     assert default.view_as(StandardOptions).runner == "FnApiRunner"
@@ -532,11 +532,11 @@ def test_the_default_run_skips_only_the_construction_type_check():
 def test_the_default_run_known_without_beam_is_the_default_flags_run(monkeypatch):
     """`launch` decides a default run's shape before importing Beam: it must be what
     the default flags give, or the head start would read the wrong ranges."""
-    from mintdim_beam.build.launch import _RunShape
-    from mintdim_beam.build.options import default_flags
+    from mintdim_beam.runtime.run_shape import RunShape
+    from mintdim_beam.runtime.options import default_flags
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    fast, full = _RunShape(None), _RunShape(default_flags())
+    fast, full = RunShape(None), RunShape(default_flags())
     assert fast.options is None  # nothing from Beam yet
     shape = lambda run: (run.runner, run.local, run.range_bytes, run.early_helpers)  # noqa: E731
     assert shape(fast) == shape(full) == ("FnApiRunner", True, 64 << 20, 2)
@@ -550,8 +550,8 @@ def test_a_helper_process_does_not_import_fsspec_to_read_local_files(tmp_path):
     data.write_bytes(b'{"q": 1}\n')
     code = textwrap.dedent(f"""
         import sys
-        import mintdim_beam.build.encoder_process, mintdim_beam.core.tokenizers, mintdim_beam.core.render_batch
-        from mintdim_beam.core import storage
+        import mintdim_beam.runtime.encoder_process, mintdim_beam.core.tokenizer.tokenizers, mintdim_beam.core.render.render_batch
+        from mintdim_beam.core.files import storage
         with storage.open_read({str(data)!r}) as handle:
             assert handle.read() == b'{{"q": 1}}\\n'
         print("fsspec" in sys.modules)

@@ -608,3 +608,18 @@ def test_the_seed_form_of_output_validation_is_unchanged_by_the_new_forms():
     assert OutputValidationError(directory="d").kwargs == {"directory": "d"}
     with pytest.raises(TypeError):
         OutputValidationError(directory="d", problem="nope")
+
+
+def test_the_errors_have_a_stable_public_path():
+    """`mintdim_beam.errors` and `from mintdim_beam import MintDimError` are the paths
+    users catch errors by; they hold the very classes the code raises."""
+    import mintdim_beam
+    import mintdim_beam.core.errors as defined
+    import mintdim_beam.errors as public
+
+    assert mintdim_beam.MintDimError is defined.MintDimError
+    assert public.__all__ == defined.__all__ and len(public.__all__) > 30
+    for name in public.__all__:
+        assert getattr(public, name) is getattr(defined, name)
+    with pytest.raises(mintdim_beam.MintDimError):
+        mintdim_beam.pipeline("unit-build").run()

@@ -1,7 +1,7 @@
 """Record layout and progress lines."""
 import numpy as np
 
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.formats import mintdim as fmt
 
 
 def test_records_are_magic_lengths_payload_then_pad():

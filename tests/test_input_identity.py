@@ -20,10 +20,10 @@ import pytest
 from test_remote import gcs, s3  # noqa: F401 - the emulator fixtures
 
 from conftest import IN_MEMORY, MANIFEST_REFERENCE_KEYS, MULTI_PROCESS, sentence
-from mintdim_beam.build import launch as runner
+from mintdim_beam.unit_build import launch as runner
 from mintdim_beam.core import errors
-from mintdim_beam.core.input_files import open_range
-from mintdim_beam.core.source import RangeBatches, plan_ranges
+from mintdim_beam.core.inputs.input_files import open_range
+from mintdim_beam.core.inputs.source import RangeBatches, plan_ranges
 
 ROWS = 300
 
@@ -149,7 +149,7 @@ def test_second_file_changed_is_named(workdir, tokenizers_dir, monkeypatch):
 
 def test_plan_command_notices_a_changed_input(workdir, tokenizers_dir, monkeypatch):
     """`mintdim-beam plan` reads the same ranges through the same checks."""
-    import mintdim_beam.core.source as source
+    import mintdim_beam.core.inputs.source as source
     from mintdim_beam.audit.plan import token_histograms
 
     path = _local_case(workdir, tokenizers_dir)
@@ -168,7 +168,7 @@ def test_plan_command_notices_a_changed_input(workdir, tokenizers_dir, monkeypat
 
 def test_file_shrinking_while_its_range_is_read(tmp_path):
     """The check after reading: a file truncated between two blocks of one range."""
-    from mintdim_beam.core.config import Dataset, InputFile
+    from mintdim_beam.core.config.unit_config import Dataset, InputFile
 
     path = tmp_path / "big.jsonl"
     path.write_bytes(b"".join(_rows(4, 20000)))  # > 1 MiB: read in several blocks
@@ -317,7 +317,7 @@ def test_verify_of_a_reference_build_without_inputs_is_fine():
 SURVEY_CHILD = """
 import json, sys
 from mintdim_beam import pipeline
-from mintdim_beam.build import launch as runner
+from mintdim_beam.unit_build import launch as runner
 if sys.argv[2] == "append":  # the input grows right after planning
     real = runner.plan_ranges
     def plan_then_change(*args, **kwargs):

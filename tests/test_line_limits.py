@@ -13,9 +13,9 @@ import tracemalloc
 import pytest
 
 from conftest import IN_MEMORY, MULTI_PROCESS, REPO, encoder_helpers_of, run_build, write_jsonl
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.errors import EncoderCrashError, SourceParseError
-from mintdim_beam.core.source import ByteRange, RangeBatches, iter_range_lines
+from mintdim_beam.core.inputs.source import ByteRange, RangeBatches, iter_range_lines
 
 DEMO_MODEL = REPO / "examples/tokenizer/demo.model"
 LIMIT = 1000
@@ -85,7 +85,7 @@ def test_under_skip_a_long_line_is_skipped_indexed_and_keeps_its_sample_id(tmp_p
 
 def test_a_huge_line_is_scanned_never_held(tmp_path):
     """A 50 MB line with a 1 MiB bound: memory stays at a few blocks, not the line."""
-    from mintdim_beam.core.source import LongLine
+    from mintdim_beam.core.inputs.source import LongLine
 
     path = tmp_path / "huge.jsonl"
     size = 50 * 1000 * 1000
@@ -120,12 +120,12 @@ def test_a_long_blank_line_stays_blank():
 
 def test_the_head_start_cuts_the_pipelines_batches_around_a_long_line(tmp_path):
     """A helper's head start reads with the same bound: its shares are the pipeline's."""
-    from mintdim_beam.build.encoder_process import _head_start
-    from mintdim_beam.core.config import Dataset, InputFile
-    from mintdim_beam.core.encode_batch import BatchEncoder, share_entries
-    from mintdim_beam.core.prepare import prepare
-    from mintdim_beam.core.render_batch import Layout, render_entries
-    from mintdim_beam.core.tokenizers import load_tokenizer
+    from mintdim_beam.runtime.encoder_process import encode_head_start
+    from mintdim_beam.core.config.unit_config import Dataset, InputFile
+    from mintdim_beam.core.tokenizer.encode_batch import BatchEncoder, share_entries
+    from mintdim_beam.core.config.prepare import prepare
+    from mintdim_beam.core.render.render_batch import Layout, render_entries
+    from mintdim_beam.core.tokenizer.tokenizers import load_tokenizer
 
     path = write_jsonl(tmp_path / "in.jsonl", [{"q": "hello world"}, LONG, {"q": "data"},
                                                 {"q": "units padding"}, {"q": "hello"}])
@@ -140,7 +140,7 @@ def test_the_head_start_cuts_the_pipelines_batches_around_a_long_line(tmp_path):
         with open(path, "rb") as handle:
             want = [render_entries(Layout(plan), key, share_entries(entries, share, 2))[0]
                     for key, entries in RangeBatches(handle, byte_range, 4, LIMIT)]
-        got = list(_head_start(encoders, {0: plan}, byte_range, 4, share, 2, 100, LIMIT))
+        got = list(encode_head_start(encoders, {0: plan}, byte_range, 4, share, 2, 100, LIMIT))
         assert [texts for _, texts, _ in got] == [b["texts"] for b in want if b is not None]
     assert all("x" * 100 not in str(texts) for _, texts, _ in got)
 

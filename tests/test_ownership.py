@@ -17,8 +17,8 @@ import pytest
 
 from conftest import REPO, read_tree
 from mintdim_beam.core import errors
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core.ownership import MARKER, Claim, check_free, clean, inspect
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.files.ownership import MARKER, Claim, check_free, clean, inspect
 
 BIN = Path(sys.executable).parent
 TEMPLATE = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n{output}"
@@ -143,7 +143,7 @@ def test_ctrl_c_exits_130_with_one_line_and_no_helper_left(corpus, tmp_path):
     out = tmp_path / "out"
     proc = _start("build", _config(tmp_path, corpus, out))
     _wait_for(_tokenizing(out), proc)
-    helpers = subprocess.run(["pgrep", "-f", "-g", str(proc.pid), "mintdim_beam.build.encoder_process"],
+    helpers = subprocess.run(["pgrep", "-f", "-g", str(proc.pid), "mintdim_beam.runtime.encoder_process"],
                              capture_output=True, text=True).stdout.split()
     assert helpers, "the default run has helper encoder processes"
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the foreground group
@@ -273,6 +273,28 @@ def test_claims_at_the_same_instant_local(tmp_path):
     _race(lambda i: str(tmp_path / f"out{i}"))
 
 
+def test_a_claim_that_meets_the_winners_marker_half_written_says_held(tmp_path):
+    """The winner creates the marker, then fills it: a loser reading in between (a busy
+    machine made it happen in CI) waits for the marker before it judges, so the holder
+    is named, not taken for an incomplete build."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / MARKER).write_bytes(b"")  # created, not yet written
+    import socket
+
+    marker = json.dumps({"run_id": "winner", "state": "running", "pid": os.getpid(),
+                         "host": socket.gethostname(), "started": "2026-12-01T00:00:00Z"})
+    filled = threading.Timer(0.3, lambda: (out / MARKER).write_text(marker))
+    filled.start()
+    try:
+        with pytest.raises(errors.OutputValidationError) as info:
+            Claim("loser").take([(str(out), str(out))])
+    finally:
+        filled.join()
+    assert info.value.kwargs["problem"] == "held"
+    assert "run winner" in info.value.kwargs["detail"]
+
+
 def test_claims_at_the_same_instant_memory():
     try:
         _race(lambda i: f"memory://claims/out{i}")
@@ -304,9 +326,9 @@ def test_a_refused_claim_undoes_the_claims_it_already_took(tmp_path):
 
 
 def test_scratch_files_are_per_run(tmp_path):
-    from mintdim_beam.build.transforms.stage import block_path
-    from mintdim_beam.build.transforms.write import part_path
-    from mintdim_beam.core.config import resolve_datasets
+    from mintdim_beam.unit_build.transforms.stage import block_path
+    from mintdim_beam.unit_build.transforms.write import part_path
+    from mintdim_beam.core.config.unit_config import resolve_datasets
 
     data = tmp_path / "d.jsonl"
     data.write_text('{"q": "a"}\n')
@@ -395,7 +417,7 @@ def test_clean_from_another_host_refuses_a_build_whose_heartbeat_is_fresh(corpus
     """A real build runs; `clean` run as another host (its hostname differs, so the pid
     cannot be checked) sees the marker touched seconds ago and refuses; the build ends
     complete. The same marker, untouched for longer than HEARTBEAT_FRESH, is cleanable."""
-    from mintdim_beam.core import ownership
+    from mintdim_beam.core.files import ownership
 
     out = tmp_path / "out"
     proc = _start("build", _config(tmp_path, corpus, out))
@@ -425,7 +447,7 @@ def test_clean_from_another_host_refuses_a_build_whose_heartbeat_is_fresh(corpus
 
 
 def test_the_heartbeat_touches_markers_and_never_brings_one_back(tmp_path, monkeypatch):
-    from mintdim_beam.core import ownership
+    from mintdim_beam.core.files import ownership
 
     monkeypatch.setattr(ownership, "HEARTBEAT_SECONDS", 0.05)
     out, gone = tmp_path / "out", tmp_path / "gone"

@@ -26,7 +26,7 @@ import pytest
 from conftest import BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, byte_level_bpe, sentence
 from mintdim_beam import cli, pipeline
 from mintdim_beam.core import errors
-from mintdim_beam.core.doc_order import order_keys
+from mintdim_beam.core.formats.doc_order import order_keys
 
 EOT = "<|endoftext|>"
 IM_END = "<|im_end|>"
@@ -699,7 +699,7 @@ def test_config_errors_before_any_output(small, case, precreate):
 
 
 def test_samples_per_shard_is_refused_before_any_output(small):
-    from mintdim_beam.pack.launch import run_pack
+    from mintdim_beam.pack_build.launch import run_pack
 
     raw = _job(["a.jsonl"], [["title", "text"]], ["{title}{text}"], pack=PACK_OK).config()
     raw["output"] = {"dir": "out", "samples_per_shard": [4]}

@@ -21,8 +21,8 @@ from mintdim_beam import cli, pipeline
 from mintdim_beam.audit import pack_check
 from mintdim_beam.audit.report import write_report
 from mintdim_beam.audit.verify import verify_output
-from mintdim_beam.core import format as fmt
-from mintdim_beam.pack import finalize
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.pack_build import finalize
 
 EOD = "<|endoftext|>"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -32,7 +32,9 @@ HEADER = 34  # MMIDIDX: magic 9, version 8, dtype 1, sequences 8, documents 8
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     """A real pack-build: two files with their own fields, empty documents, an EOD string
-    typed inside a document, about ten shards of ~2000 tokens."""
+    typed inside a document, about ten shards of ~2000 tokens. The inputs are given
+    relative to the build's root, so the document order (a hash of file as given and
+    line) is the same wherever the temporary directory is."""
     root = tmp_path_factory.mktemp("pack_audit")
     rng = random.Random(11)
     tok = root / "tok"
@@ -44,15 +46,26 @@ def built(tmp_path_factory) -> Path:
     a = write_jsonl(root / "data/a.jsonl", rows_a)
     b = write_jsonl(root / "data/b.jsonl", [{"body": sentence(rng, 1, 150)} for _ in range(90)])
     out = root / "out"
-    (pipeline("pack-build")
-     .source.jsonl(files=[str(a), str(b)], fields=[["text"], ["body"]],
-                   templates=["{text}", "{body}"])
-     .tokenizer.hf_json(files=[str(tok / "tokenizer.json")],
-                        config=str(tok / "tokenizer_config.json"))
-     .pack(eod=EOD, seed=0, shard_tokens=2000)
-     .output.dir(str(out))
-     .run(pipeline_options=IN_MEMORY))
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        (pipeline("pack-build")
+         .source.jsonl(files=[str(a.relative_to(root)), str(b.relative_to(root))],
+                       fields=[["text"], ["body"]], templates=["{text}", "{body}"])
+         .tokenizer.hf_json(files=[str(tok / "tokenizer.json")],
+                            config=str(tok / "tokenizer_config.json"))
+         .pack(eod=EOD, seed=0, shard_tokens=2000)
+         .output.dir(str(out))
+         .run(pipeline_options=IN_MEMORY))
+    finally:
+        os.chdir(here)
     return out
+
+
+@pytest.fixture(autouse=True)
+def _at_the_build_root(built, monkeypatch):
+    """Where the build ran: its inputs, as given, are found from here."""
+    monkeypatch.chdir(built.parent)
 
 
 @pytest.fixture
@@ -68,7 +81,7 @@ def _manifest(out: Path) -> dict:
 
 
 def _write_manifest(out: Path, doc: dict) -> None:
-    """As pack-build writes it: `core.format.json_document`."""
+    """As pack-build writes it: `core.formats.mintdim.json_document`."""
     (out / "manifest.json").write_text(fmt.json_document(doc), "utf-8")
 
 

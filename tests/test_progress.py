@@ -7,13 +7,12 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 
 from apache_beam.metrics.metric import MetricsFilter
 
 from conftest import IN_MEMORY, MULTI_PROCESS, REPO
-from mintdim_beam.build.launch import launch
+from mintdim_beam.unit_build.launch import launch
 
 BIN = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
 READING = re.compile(r"^\[unit-build\] reading: (\d+)% \(([\d,]+) of ([\d,]+) MB\), "
@@ -30,13 +29,17 @@ def _demo_config(tmp: Path) -> Path:
     return path
 
 
-def _progress_dirs() -> set:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "mintdim-progress-*")))
+def _progress_dirs(tmp: Path) -> list:
+    return glob.glob(os.path.join(tmp, "mintdim-progress-*"))
 
 
 def test_progress_lines_while_a_build_runs_and_nothing_left_after(tmp_path):
-    before = _progress_dirs()
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", MINTDIM_PROGRESS_INTERVAL="0.05")
+    """The build's temporary directory is one of this test's own (TMPDIR), so what is
+    left there is the build's, whatever else runs on the machine."""
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", MINTDIM_PROGRESS_INTERVAL="0.05",
+               TMPDIR=str(private_tmp))
     proc = subprocess.run([str(BIN / "mintdim-beam"), "build", str(_demo_config(tmp_path))],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -56,7 +59,7 @@ def test_progress_lines_while_a_build_runs_and_nothing_left_after(tmp_path):
     for m in writing:
         assert int(m.group(1).replace(",", "")) <= int(m.group(2).replace(",", "")) <= total + 5
     # the progress directory and the scratch files (spilled batches among them) are gone
-    assert _progress_dirs() == before
+    assert not _progress_dirs(private_tmp)
     for out in (tmp_path / "out").iterdir():
         assert not (out / "_mintdim_tmp").exists(), sorted(p.name for p in out.iterdir())
 

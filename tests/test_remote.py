@@ -13,7 +13,7 @@ import fsspec
 import pytest
 
 from conftest import IN_MEMORY, MULTI_PROCESS, OUR_FILES, REPO, _free_port, reference_manifest
-from mintdim_beam.build.launch import launch
+from mintdim_beam.unit_build.launch import launch
 from mintdim_beam.core import errors
 
 GOLDEN = REPO / "tests/golden"
@@ -210,7 +210,7 @@ def test_a_bucket_output_is_claimed_by_one_build(store, request):
     GCS enforces, so only claims one after the other are tested there)."""
     from test_ownership import _race
 
-    from mintdim_beam.core.ownership import Claim, release
+    from mintdim_beam.core.files.ownership import Claim, release
 
     root, fs = request.getfixturevalue(store)
     out = f"{root}/claimed-{store}"

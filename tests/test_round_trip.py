@@ -17,9 +17,9 @@ from mintdim_beam import pipeline
 from mintdim_beam.audit.report import write_report
 from mintdim_beam.audit.verify import verify_output
 from mintdim_beam.core import errors
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core.round_trip import Decoder, excerpts, kind_of
-from mintdim_beam.core.tokenizers import load_tokenizer
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.tokenizer.round_trip import Decoder, excerpts, kind_of
+from mintdim_beam.core.tokenizer.tokenizers import load_tokenizer
 
 DEMO_SP = REPO / "examples/tokenizer/demo.model"
 PROBES = ["ｈｅｌｌｏ world", "the ﬁle", "step ① done", "tab\tand  two spaces", "plain words"]

@@ -3,7 +3,7 @@ import pytest
 from apache_beam.runners.worker import statesampler
 from apache_beam.utils.counters import CounterFactory
 
-from mintdim_beam.build.sampler_period import SAMPLING_PERIOD_MS, short_sampler_period
+from mintdim_beam.runtime.sampler_period import SAMPLING_PERIOD_MS, short_sampler_period
 
 
 def _new_sampler():

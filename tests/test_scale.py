@@ -10,7 +10,7 @@ import pytest
 
 from conftest import (BUNDLE_RETRYING, IN_MEMORY, MULTI_PROCESS, encoder_helpers_of, read_tree,
                       sentence, write_jsonl)
-from mintdim_beam.build.launch import group_size_stats, launch
+from mintdim_beam.unit_build.launch import group_size_stats, launch
 
 SPS = 40
 
@@ -96,7 +96,7 @@ def test_the_in_process_run_adopts_the_helpers_the_driver_started(corpus, refere
     """Helpers start before the pipeline is built; Tokenize starts none of its own."""
     import gc
 
-    from mintdim_beam.build.transforms import tokenize
+    from mintdim_beam.unit_build.transforms import tokenize
 
     started_in_setup = []
     real = tokenize.start_helpers
@@ -132,15 +132,15 @@ def test_the_default_run_answers_the_first_batches_from_the_helpers_head_start(
 
     from apache_beam.metrics.metric import MetricsFilter
 
-    from mintdim_beam.build import encoder_process
-    from mintdim_beam.build import launch as runner
+    from mintdim_beam.runtime import encoder_process
+    from mintdim_beam.unit_build import launch as runner
 
     real, ahead = runner.warm_helpers, []
 
     @contextlib.contextmanager
     def finished_head_start(plans, count, first_range, *bounds):
         with real(plans, count, first_range, *bounds) as key:
-            ahead.extend(helper.head_start_done() for helper in encoder_process._WARM[key])
+            ahead.extend(helper.head_start_done() for helper in encoder_process.WARM[key])
             yield key
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
@@ -166,7 +166,8 @@ def test_a_default_run_starts_its_helpers_before_loading_beam(corpus, tmp_path):
     script.write_text(textwrap.dedent(f"""
         import json, os, sys
         os.cpu_count = lambda: 2
-        from mintdim_beam.build import encoder_process, launch as runner
+        from mintdim_beam.runtime import encoder_process
+        from mintdim_beam.unit_build import launch as runner
         seen, real = [], encoder_process.start_helpers
         def spy(plans, count, threads):
             seen.append(["apache_beam" in sys.modules, count])

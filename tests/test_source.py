@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from mintdim_beam.core.source import first_line_start, iter_range_lines, number_ranges
+from mintdim_beam.core.inputs.source import first_line_start, iter_range_lines, number_ranges
 
 
 def python_lines(data: bytes) -> list[bytes]:
@@ -69,7 +69,7 @@ def test_numbering_restarts_lines_per_file_and_runs_ids_across_files():
 
 def test_lines_of_a_range_come_as_they_are_read():
     """A range's first batch can leave before the rest of the range is read."""
-    from mintdim_beam.core.source import iter_range_lines
+    from mintdim_beam.core.inputs.source import iter_range_lines
 
     data = b"".join(b'{"q": "%d"}\n' % i for i in range(10000))
     handle = io.BytesIO(data)

@@ -9,9 +9,9 @@ import fsspec
 import pytest
 
 from conftest import GOLDEN, IN_MEMORY, content_tree, mintdim_tree, run_build
-from mintdim_beam.core import storage
+from mintdim_beam.core.files import storage
 from mintdim_beam.core.errors import OutputWriteError
-from mintdim_beam.core.failures import WorkerFailure, recover
+from mintdim_beam.core.errors.failures import WorkerFailure, recover
 
 # Overflow samples whose records are built after the global step, among staged ones of
 # the same batch and unit, across shard boundaries; and a case with many tiny shards.
@@ -100,10 +100,10 @@ def test_capped_hash_buckets_give_the_same_duplicate_index(cap, golden_copy, mon
     """A staged build groups its hash entries in at most LOCAL_HASH_BUCKETS buckets (39
     here uncapped: one per shard's worth of samples); the duplicate groups, their order
     and every other byte stay the reference's."""
-    from mintdim_beam.build.transforms import assign, duplicates
+    from mintdim_beam.unit_build.transforms import assign, duplicates
 
     name = "multishard_empty_units"
-    seen, real = golden_copy / f"buckets_cap{cap}.txt", duplicates._group_rows
+    seen, real = golden_copy / f"buckets_cap{cap}.txt", duplicates.group_rows
 
     def spy(element, plans):  # runs on a pickled copy: it reports through a file
         with open(seen, "a") as handle:
@@ -111,7 +111,7 @@ def test_capped_hash_buckets_give_the_same_duplicate_index(cap, golden_copy, mon
         return real(element, plans)
 
     monkeypatch.setattr(assign, "LOCAL_HASH_BUCKETS", cap)
-    monkeypatch.setattr(duplicates, "_group_rows", spy)
+    monkeypatch.setattr(duplicates, "group_rows", spy)
     out = golden_copy / name / f"out_cap{cap}"
     _build(name, golden_copy, f"out_cap{cap}")
     assert mintdim_tree(out) == _expected(name)

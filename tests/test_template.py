@@ -2,7 +2,7 @@
 import pytest
 
 from mintdim_beam.core.errors import TemplateFieldMismatchError
-from mintdim_beam.core.template import compile_template, json_type_name, render_value
+from mintdim_beam.core.render.template import compile_template, json_type_name, render_value
 
 
 def test_segments_in_order_with_literals_named_token_template():

@@ -15,8 +15,8 @@ import pytest
 from conftest import IN_MEMORY, byte_level_bpe, sentence, shard_records, write_jsonl
 from mintdim_beam import pipeline
 from mintdim_beam.core import errors
-from mintdim_beam.core.config import resolve_datasets
-from mintdim_beam.core.prepare import prepare
+from mintdim_beam.core.config.unit_config import resolve_datasets
+from mintdim_beam.core.config.prepare import prepare
 
 TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}"
             "[INST] {{ m['content'] }} [/INST]{% else %} {{ m['content'] }}{{ eos_token }}"

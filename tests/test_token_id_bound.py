@@ -14,7 +14,7 @@ from conftest import IN_MEMORY, write_jsonl
 from mintdim_beam import pipeline
 from mintdim_beam.audit.verify import verify_output
 from mintdim_beam.core.errors import TokenDTypeCapacityError
-from mintdim_beam.core.megatron import check_ids
+from mintdim_beam.core.formats.megatron import check_ids
 
 HIGH = 70_000
 

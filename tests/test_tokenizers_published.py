@@ -15,8 +15,8 @@ from mintdim_beam import pipeline
 from mintdim_beam.audit.report import write_report
 from mintdim_beam.audit.verify import verify_output
 from mintdim_beam.core import errors
-from mintdim_beam.core.config import resolve_datasets
-from mintdim_beam.core.prepare import prepare
+from mintdim_beam.core.config.unit_config import resolve_datasets
+from mintdim_beam.core.config.prepare import prepare
 
 BOT, EOT, PAD = "<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"
 ROWS = [{"q": "hello world", "a": "the model reads 😀 字 ü"},

@@ -7,12 +7,12 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from mintdim_beam.build.transforms.read import COUNTS, ReadJSONL
-from mintdim_beam.build.transforms.render import ERRORS, Render
-from mintdim_beam.build.transforms.stats import BuildStats
-from mintdim_beam.core.config import Dataset, InputFile
-from mintdim_beam.core.source import plan_ranges
-from mintdim_beam.core.template import compile_template
+from mintdim_beam.unit_build.transforms.read import COUNTS, ReadJSONL
+from mintdim_beam.unit_build.transforms.render import ERRORS, Render
+from mintdim_beam.unit_build.transforms.stats import BuildStats
+from mintdim_beam.core.config.unit_config import Dataset, InputFile
+from mintdim_beam.core.inputs.source import plan_ranges
+from mintdim_beam.core.render.template import compile_template
 
 OPTIONS = ["--runner=FnApiRunner"]
 
@@ -110,7 +110,7 @@ def test_build_stats_combines_partials_per_dataset():
 def test_hash_buckets_take_the_first_48_bits_of_each_digest():
     import random
 
-    from mintdim_beam.build.transforms.assign import hash_buckets
+    from mintdim_beam.unit_build.transforms.assign import hash_buckets
 
     rng = random.Random(3)
     digests = [hashlib.sha256(str(rng.random()).encode()).hexdigest() for _ in range(500)]
@@ -125,7 +125,7 @@ def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
 
     import numpy as np
 
-    from mintdim_beam.build.transforms.duplicates import _group_rows
+    from mintdim_beam.unit_build.transforms.duplicates import group_rows
 
     rng = random.Random(5)
     pool = [hashlib.sha256(bytes([i])).hexdigest() for i in range(40)]
@@ -143,7 +143,7 @@ def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
     rng.shuffle(pieces)
     dataset = _dataset("unused")
     plan = _Plan(dataclasses.replace(dataset, files=dataset.files + (InputFile(1, "b.jsonl", "b.jsonl"),)))
-    rows = list(_group_rows(((0, 3), pieces), {0: plan}))
+    rows = list(group_rows(((0, 3), pieces), {0: plan}))
     groups = {}
     for digest, sid, fp, line in entries:
         groups.setdefault(digest, []).append((sid, ["in.jsonl", "b.jsonl"][fp], line))
@@ -163,7 +163,7 @@ def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
 def test_packed_side_input_round_trips_and_pickles_as_one_blob():
     import pickle
 
-    from mintdim_beam.build.packed import Packed
+    from mintdim_beam.unit_build.packed import Packed
 
     value = {0: {("k", i): [i, str(i)] for i in range(1000)}}
     packed = pickle.loads(pickle.dumps(Packed(value)))
@@ -175,7 +175,7 @@ def test_packed_side_input_round_trips_and_pickles_as_one_blob():
 def test_gather_index_concatenates_ranges():
     import numpy as np
 
-    from mintdim_beam.build.transforms.stage import gather_index
+    from mintdim_beam.unit_build.transforms.stage import gather_index
 
     starts, counts = np.array([5, 0, 9, 2]), np.array([3, 2, 0, 1])
     assert gather_index(starts, counts).tolist() == [5, 6, 7, 0, 1, 2]
@@ -185,7 +185,7 @@ def test_gather_index_concatenates_ranges():
 @pytest.mark.parametrize("runner", ["FnApiRunner", "BundleBasedDirectRunner"])
 def test_apply_to_all_sees_exactly_one_output_of_a_multi_output_pardo(runner):
     """The BundleBasedDirectRunner once handed ApplyToAll every output's elements."""
-    from mintdim_beam.build.transforms.gather import ApplyToAll
+    from mintdim_beam.runtime.apply_to_all import ApplyToAll
 
     def split(x):
         yield beam.pvalue.TaggedOutput("side", ("s", x))

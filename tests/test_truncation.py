@@ -17,7 +17,7 @@ from conftest import IN_MEMORY, chatml_bpe, sentence, shard_records, write_jsonl
 from mintdim_beam import UnitReader, pipeline
 from mintdim_beam.audit.verify import verify_output
 from mintdim_beam.core import errors
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.formats import mintdim as fmt
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory) -> Path:

@@ -13,8 +13,9 @@ import pytest
 
 from conftest import build_qa_units
 from mintdim_beam import UnitReader
-from mintdim_beam.core import errors, storage
-from mintdim_beam.core.format import record_bytes
+from mintdim_beam.core import errors
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.formats.mintdim import record_bytes
 from test_remote import gcs, s3  # noqa: F401  (the emulators, module-scoped fixtures)
 
 pytestmark = pytest.mark.slow

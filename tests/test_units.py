@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from mintdim_beam.build.units import (Candidate, assign_declared, decide_overflows,
-                                      fixed_chooser, scripted_chooser, smallest_fit,
-                                      truncated_lengths)
+from mintdim_beam.unit_build.units import (Candidate, assign_declared, decide_overflows,
+                                           fixed_chooser, scripted_chooser, smallest_fit,
+                                           truncated_lengths)
 
 
 def cands(*token_counts):

@@ -13,9 +13,10 @@ import pytest
 
 from conftest import REPO, copy_to_memory_fs, run_build, sentence, without_checksums, write_jsonl
 from mintdim_beam import cli
-from mintdim_beam.audit.verify import Problem, VerifyResult, verify_output
+from mintdim_beam.audit.verify import verify_output
+from mintdim_beam.audit.verify_result import Problem, VerifyResult
 from mintdim_beam.core import errors
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.formats import mintdim as fmt
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_OUTPUTS = sorted(p for p in GOLDEN.glob("*/expected/*") if p.is_dir())
@@ -494,7 +495,7 @@ def test_extend_to_a_size_smaller_than_the_sample_is_reported(extended, tmp_path
 
 
 def test_a_leftover_ownership_marker_means_the_build_did_not_end(out):
-    from mintdim_beam.core.ownership import MARKER
+    from mintdim_beam.core.files.ownership import MARKER
 
     (out / MARKER).write_text('{"run_id": "r", "state": "running"}')
     problems = verify_output(str(out)).problems

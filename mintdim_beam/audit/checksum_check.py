@@ -1,5 +1,5 @@
 """What `verify` proves about content: every file a build wrote still has the sha256
-the manifest recorded when it was written (`core.checksums`). A changed token, two
+the manifest recorded when it was written (`core.files.checksums`). A changed token, two
 swapped documents or a moved loss-mask boundary each change a byte, so each names its
 file; the structural checks elsewhere cannot see them (the bytes still make sense).
 
@@ -7,8 +7,8 @@ A build without `checksums` in its manifest (mintdim 0.2.1's, or ours before 0.2
 passes on structure alone, and the summary says its content is not proven."""
 from __future__ import annotations
 
-from mintdim_beam.core import checksums
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.files import checksums
+from mintdim_beam.core.formats import mintdim as fmt
 
 
 class ChecksumChecks:

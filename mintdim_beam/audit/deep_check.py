@@ -21,12 +21,12 @@ from collections import defaultdict
 
 import numpy as np
 
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core import storage
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.formats import mintdim as fmt
 
 DEFAULT_SAMPLES = 64
 _UNIT = re.compile(rb'"unit_size": (\d+)')
-_NO_LIMIT = 1 << 40  # lines the build accepted are never over its own --max_line_bytes
+NO_LIMIT = 1 << 40  # lines the build accepted are never over its own --max_line_bytes
 
 
 class DeepChecks:
@@ -45,8 +45,8 @@ class DeepChecks:
         fresh = _retokenize(plan, {row["source_file"] for _, _, row in picked},
                             {(row["source_file"], row["source_line"]) for _, _, row in picked},
                             self.p)
-        from mintdim_beam.build.transforms.assign import truncation_rule
         from mintdim_beam.read.build import open_build
+        from mintdim_beam.unit_build.transforms.assign import truncation_rule
 
         build, rule = open_build(self.out), truncation_rule(plan)
         for number, ordinal, row in picked:
@@ -85,8 +85,8 @@ class DeepChecks:
             self.result.deep.append(name)
 
     def _deep_plan(self):
-        from mintdim_beam.core.config import resolve_datasets
-        from mintdim_beam.core.prepare import prepare
+        from mintdim_beam.core.config.prepare import prepare
+        from mintdim_beam.core.config.unit_config import resolve_datasets
 
         return rebuild_problem(self.manifest, self.p,
                                lambda config: prepare(resolve_datasets(config)[0]))
@@ -124,7 +124,7 @@ def rebuild_problem(manifest: dict, problems, make_plan):
     """The build's plan, `make_plan(manifest["build_config"])`; None (and a problem) when
     it cannot be rebuilt here, or the inputs are not what the build read."""
     from mintdim_beam.core.errors import MintDimError
-    from mintdim_beam.core.input_files import recorded_status
+    from mintdim_beam.core.inputs.input_files import recorded_status
 
     config = manifest.get("build_config")
     if not isinstance(config, dict):
@@ -158,24 +158,24 @@ class _Fresh(dict):
 
 def _retokenize(plan, files: set, wanted: set, problems) -> _Fresh:
     """Read, render and encode the `wanted` (file, line) pairs as the build does."""
-    from mintdim_beam.core.encode_batch import BatchEncoder
-    from mintdim_beam.core.input_files import open_range
-    from mintdim_beam.core.render_batch import layout_for, render_entries
-    from mintdim_beam.core.source import RangeBatches, plan_ranges
-    from mintdim_beam.core.tokenizers import cached_tokenizer
+    from mintdim_beam.core.inputs.input_files import open_range
+    from mintdim_beam.core.inputs.source import RangeBatches, plan_ranges
+    from mintdim_beam.core.render.render_batch import layout_for, render_entries
+    from mintdim_beam.core.tokenizer.encode_batch import BatchEncoder
+    from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 
     dataset = plan.dataset
     tokenizer = cached_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path)
     encoder, layout = BatchEncoder(plan, tokenizer), layout_for(plan)
     fresh = _Fresh()
-    for byte_range in plan_ranges([dataset], _NO_LIMIT):
+    for byte_range in plan_ranges([dataset], NO_LIMIT):
         given = dataset.files[byte_range.file_pos].given
         if given not in files:
             continue
         lines = {line - 1 for f, line in wanted if f == given}
         entries = []
         with open_range(byte_range) as handle:
-            for _, batch in RangeBatches(handle, byte_range, 4096, _NO_LIMIT):
+            for _, batch in RangeBatches(handle, byte_range, 4096, NO_LIMIT):
                 entries += [e for e in batch if e[1] in lines]
         batch, errors = render_entries(layout, byte_range.key + (0,), entries)
         for error in errors:
@@ -197,7 +197,7 @@ def _retokenize(plan, files: set, wanted: set, problems) -> _Fresh:
 
 def _cut(rule, lengths: np.ndarray, tokens: np.ndarray, keep: int):
     """The record `truncate` writes for these full segments, as the build cuts it."""
-    from mintdim_beam.build.transforms.stage import segment_gather
+    from mintdim_beam.unit_build.transforms.stage import segment_gather
 
     full = lengths[None, :]
     kept = rule.cut(full, keep)

@@ -23,9 +23,9 @@ index checker:
 """
 from __future__ import annotations
 
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.config.sources import dialogue_source, is_trained, segment_names
 from mintdim_beam.core.errors import PipelineValidationError
-from mintdim_beam.core.sources import dialogue_source, is_trained, segment_names
+from mintdim_beam.core.formats import mintdim as fmt
 
 DIALOGUE_KINDS = ("chat", "preference")
 EDGE_LITERALS = ("bos", "eos")  # literal segments a dialogue layout may start / end with

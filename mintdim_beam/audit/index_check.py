@@ -17,8 +17,8 @@ from array import array
 
 import numpy as np
 
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core.template import EDGE_NAMES
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.render.template import EDGE_NAMES
 
 INDEX_FILES = (fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE_INDEX)
 OVERFLOW_ACTIONS = ("truncate", "skip", "extend")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core.round_trip import KINDS
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.tokenizer.round_trip import KINDS
 
 LOSSY_KEYS = ["sample_id", "source_file", "source_line", "segments", "segment_names",
               "kinds", "source", "decoded"]

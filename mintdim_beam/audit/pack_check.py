@@ -10,7 +10,7 @@ those of the provenance rows, the pack order, per_dataset_sequences.json and the
 in `mintdim_beam.audit.pack_provenance`; PackVerifier mixes them in.
 
 Memory: one shard's `.idx` arrays plus one chunk of tokens and one batch of rows.
-Problems are reported like the unit-build verifier's (`mintdim_beam.audit.verify`):
+Problems are reported like the unit-build verifier's (`mintdim_beam.audit.unit_verify`):
 file relative to OUT, then what; a sequence or row is named inside the text
 ("sequence 12", "row 13") because Problem's own record field speaks of records.
 """
@@ -26,12 +26,15 @@ import numpy as np
 from mintdim_beam.audit.index_check import is_int as _is_int
 from mintdim_beam.audit.pack_deep import PackDeepChecks
 from mintdim_beam.audit.pack_provenance import SEQUENCES, PackProvenanceChecks
-from mintdim_beam.audit.pack_shards import PackShardChecks, _plural, _Shard
-from mintdim_beam.audit.verify import REPORT_DIR, VerifyResult, _Problems, _Verifier
-from mintdim_beam.core import megatron, storage
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core.ownership import MARKER, PACK_FAILED
-from mintdim_beam.pack.finalize import ORDER_RULE  # the text it writes as manifest order
+from mintdim_beam.audit.pack_shards import PackShardChecks, Shard, plural
+from mintdim_beam.audit.report_common import REPORT_DIR
+from mintdim_beam.audit.unit_verify import Verifier
+from mintdim_beam.audit.verify_result import Problems, VerifyResult
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.files.ownership import MARKER, PACK_FAILED
+from mintdim_beam.core.formats import megatron
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.pack_build.finalize import ORDER_RULE
 
 PIPELINE = "pack-build"
 SUFFIXES = (".bin", ".idx", ".csv.gz", ".bin.index")
@@ -80,13 +83,13 @@ class PackVerifyResult(VerifyResult):
 
 # ------------------------------------------------------------------------ verifier
 
-class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, _Verifier):
+class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, Verifier):
     """One check of one pack-build OUT. Reuses the unit verifier's listing and reading
     (`_list`, `_path`, `_read_text`, `_inputs`), nothing of its unit checks."""
 
     def __init__(self, out: str, max_problems: int, deep: int = 0):
         self.out = out
-        self.p = _Problems(max_problems)
+        self.p = Problems(max_problems)
         self.result = PackVerifyResult(out=out)
         self.deep_samples = deep
 
@@ -253,7 +256,7 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, _Verif
         if tmp_top in self.dirs or any(f.startswith(tmp_top + "/") for f in self.files):
             inside = sorted(f for f in self.files if f.startswith(tmp_top + "/"))
             self.p.add(tmp_top, None, f"temporary directory left behind by an unfinished or "
-                       f"failed write ({_plural(len(inside), 'file')} inside"
+                       f"failed write ({plural(len(inside), 'file')} inside"
                        + (f", e.g. {inside[0]})" if inside else ")"))
         for rel in sorted(self.files):
             parts = rel.split("/")
@@ -282,7 +285,7 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, _Verif
                 continue
             if match:
                 self.p.add(rel, None, f"shard file not listed in manifest.json shards "
-                           f"({_plural(len(listed), 'shard')} listed)")
+                           f"({plural(len(listed), 'shard')} listed)")
                 continue
             self.p.add(rel, None, "unexpected file in the output directory")
         for rel in sorted(d for d in self.dirs if "/" not in d):
@@ -291,8 +294,8 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, _Verif
                 self.p.add(rel, None, "unexpected directory in the output directory")
 
     # ---------------------------------------------------------------- one shard
-    def _shard(self, entry: dict) -> _Shard:
-        shard = _Shard(entry["name"])
+    def _shard(self, entry: dict) -> Shard:
+        shard = Shard(entry["name"])
         self._idx(shard, entry)
         self._bin(shard, entry)
         self._ends_index(shard)

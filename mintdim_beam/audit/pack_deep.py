@@ -3,7 +3,7 @@ and compare each with its tokens in the `.bin`, EOD included.
 
 As for unit builds (`deep_check`): the manifest's `build_config` is rebuilt by the
 build's own code (`resolve_pack`, `prepare_pack`), lines are read by its line reader,
-rendered and encoded by `pack.tokenize` (`Renderer`, `document_ids`); each document is
+rendered and encoded by `pack_build.tokenize` (`Renderer`, `document_ids`); each document is
 found through its shard's provenance rows (start, end, id, src, loc). The sample is
 evenly spaced over the documents in shard order."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ import io
 
 import numpy as np
 
-from mintdim_beam.audit.deep_check import _NO_LIMIT, rebuild_problem
-from mintdim_beam.core import storage
+from mintdim_beam.audit.deep_check import NO_LIMIT, rebuild_problem
+from mintdim_beam.core.files import storage
 
 
 class PackDeepChecks:
@@ -56,7 +56,7 @@ class PackDeepChecks:
             self.result.deep.append(name)
 
     def _pack_plan(self):
-        from mintdim_beam.core.pack_config import prepare_pack, resolve_pack
+        from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack
 
         return rebuild_problem(self.manifest, self.p,
                                lambda config: prepare_pack(resolve_pack(config)))
@@ -85,15 +85,15 @@ class PackDeepChecks:
 
 def _retokenize(plan, wanted: set, problems) -> dict:
     """{(file as given, line): the document's ids, [] or the problem} for `wanted`."""
-    from mintdim_beam.core.input_files import open_range
-    from mintdim_beam.core.source import RangeBatches, plan_ranges
-    from mintdim_beam.core.tokenizers import cached_tokenizer
-    from mintdim_beam.pack.tokenize import Renderer, document_ids, document_text
+    from mintdim_beam.core.inputs.input_files import open_range
+    from mintdim_beam.core.inputs.source import RangeBatches, plan_ranges
+    from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
+    from mintdim_beam.pack_build.tokenize import Renderer, document_ids, document_text
 
     config = plan.config
     tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path)
     out = {}
-    for byte_range in plan_ranges([config], _NO_LIMIT):
+    for byte_range in plan_ranges([config], NO_LIMIT):
         given = config.files[byte_range.file_pos].given
         lines = {line - 1 for f, line in wanted if f == given}
         if not lines:
@@ -102,7 +102,7 @@ def _retokenize(plan, wanted: set, problems) -> dict:
                             config.templates[byte_range.file_pos])
         texts, at = [], []
         with open_range(byte_range) as handle:
-            for _, batch in RangeBatches(handle, byte_range, 4096, _NO_LIMIT):
+            for _, batch in RangeBatches(handle, byte_range, 4096, NO_LIMIT):
                 for _, local_line, text, problem in batch:
                     if local_line not in lines:
                         continue

@@ -5,7 +5,7 @@ shards and compare the manifest's counts with what was measured.
 
 The provenance `.csv.gz` is streamed row by row and checked in numpy batches: its rows
 match the sequences (start, end), name a source file of the manifest and a line >= 1,
-carry the stable document id of (src, line) (`core.doc_order.document_ids`) and follow
+carry the stable document id of (src, line) (`core.formats.doc_order.document_ids`) and follow
 the pack order: (seeded hash, file, line) strictly ascending over the whole stream,
 shards cut between hash buckets. Last the manifest's totals, per shard and per source,
 and the sequence counts of per_dataset_sequences.json are compared with what was
@@ -22,9 +22,9 @@ import zlib
 import numpy as np
 
 from mintdim_beam.audit.index_check import is_int as _is_int
-from mintdim_beam.audit.pack_shards import _plural, _Shard
-from mintdim_beam.core import doc_order
-from mintdim_beam.core import format as fmt
+from mintdim_beam.audit.pack_shards import Shard, plural
+from mintdim_beam.core.formats import doc_order
+from mintdim_beam.core.formats import mintdim as fmt
 
 SEQUENCES = "per_dataset_sequences.json"
 ROW_BATCH = 1 << 16     # provenance rows per numpy batch
@@ -34,7 +34,7 @@ _DOC_ID = re.compile(r"[0-9a-f]{16}")
 class PackProvenanceChecks:
     """The provenance rows, the pack order, per_dataset_sequences.json and the manifest's
     totals, a mixin of PackVerifier. The attributes below are the state they share with
-    the verifier (and with PackShardChecks, through `_Shard` and the result)."""
+    the verifier (and with PackShardChecks, through `Shard` and the result)."""
 
     # read: set by the verifier (with p, result, fs, _path and _json)
     files: dict[str, int]
@@ -51,7 +51,7 @@ class PackProvenanceChecks:
     measured_complete: bool
 
     # ---------------------------------------------------------------- provenance
-    def _provenance(self, shard: _Shard, entry: dict) -> None:
+    def _provenance(self, shard: Shard, entry: dict) -> None:
         rel = shard.name + ".csv.gz"
         if rel not in self.files:
             self.measured_complete = False
@@ -88,10 +88,10 @@ class PackProvenanceChecks:
         rows = state["rows"]
         shard.rows = rows
         if shard.sequences is not None and rows != shard.sequences:
-            self.p.add(rel, None, f"{_plural(rows, 'row')}, but {shard.name}.idx holds "
-                       f"{_plural(shard.sequences, 'sequence')} (one row per document)")
+            self.p.add(rel, None, f"{plural(rows, 'row')}, but {shard.name}.idx holds "
+                       f"{plural(shard.sequences, 'sequence')} (one row per document)")
         elif shard.sequences is None and rows != entry.get("documents"):
-            self.p.add(rel, None, f"{_plural(rows, 'row')}, but manifest.json shards says "
+            self.p.add(rel, None, f"{plural(rows, 'row')}, but manifest.json shards says "
                        f"{entry.get('documents')!r} documents for {shard.name}")
 
     def _row(self, rel: str, line: int, row: list):
@@ -121,7 +121,7 @@ class PackProvenanceChecks:
             return None
         return (line, start, end, doc_id, self.file_pos[src], loc)
 
-    def _rows(self, rel: str, shard: _Shard, batch: list, state: dict) -> None:
+    def _rows(self, rel: str, shard: Shard, batch: list, state: dict) -> None:
         lines = np.array([r[0] for r in batch], dtype=np.int64)
         starts = np.array([r[1] for r in batch], dtype=np.int64)
         ends = np.array([r[2] for r in batch], dtype=np.int64)
@@ -212,7 +212,7 @@ class PackProvenanceChecks:
             self.last_order = (int(keys[-1]), int(pos[-1]), int(locs[-1]), shard.name)
 
     # ---------------------------------------------------------------- sequences JSON
-    def _sequences_json(self, shards: list[_Shard]) -> None:
+    def _sequences_json(self, shards: list[Shard]) -> None:
         rel = SEQUENCES
         doc = self._doc(rel)
         if doc is None:
@@ -242,7 +242,7 @@ class PackProvenanceChecks:
                        f"{sorted(prefixes)}; all shards are in one output directory")
 
     # ---------------------------------------------------------------- totals
-    def _totals(self, shards: list[_Shard]) -> None:
+    def _totals(self, shards: list[Shard]) -> None:
         m, rel = self.manifest, fmt.MANIFEST
         listed_docs = sum(s.get("documents") for s in self.shard_entries
                           if _is_int(s.get("documents")))

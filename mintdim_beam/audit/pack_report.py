@@ -33,12 +33,13 @@ from collections import Counter
 import numpy as np
 
 from mintdim_beam.audit.plain_files import csv_bytes
-from mintdim_beam.audit.report import (REPORT_DIR, REPORT_MD, ReportInputError, _bar_chart,
-                                       _md_cell, _new_figure, _no_data, _png, _share,
-                                       write_report_files)
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core import megatron, storage
+from mintdim_beam.audit.report_common import (REPORT_DIR, REPORT_MD, ReportInputError, bar_chart,
+                                              md_cell, new_figure, no_data, png, share,
+                                              write_report_files)
 from mintdim_beam.core.errors import MintDimFileNotFoundError
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.formats import megatron
+from mintdim_beam.core.formats import mintdim as fmt
 
 PIPELINE = "pack-build"
 DOC_LENGTHS = "document_lengths"
@@ -212,7 +213,7 @@ def _csvs(fig: dict) -> dict[str, bytes]:
 
 
 def _plot_lengths(fig: dict) -> bytes:
-    figure, ax = _new_figure(f"Document length ({fig['documents']:,} documents, log2 bins)")
+    figure, ax = new_figure(f"Document length ({fig['documents']:,} documents, log2 bins)")
     bins = fig["length_bins"]
     if bins:
         edges = [b["length_min"] for b in bins] + [bins[-1]["length_max"] + 1]
@@ -223,22 +224,22 @@ def _plot_lengths(fig: dict) -> bytes:
                    label=f"median {stats['p50']:,}")
         ax.legend(loc="upper right")
     else:
-        _no_data(ax, "no documents")
+        no_data(ax, "no documents")
     ax.set_xlabel("tokens per document (its .idx sequence: the document's tokens and the EOD)")
     ax.set_ylabel("documents")
-    return _png(figure)
+    return png(figure)
 
 
 def _plot_sources(fig: dict) -> bytes:
     rows = fig["sources"]
-    return _bar_chart(f"Tokens per source file (total {fig['tokens']:,})",
+    return bar_chart(f"Tokens per source file (total {fig['tokens']:,})",
                       [f"{i}: {posixpath.basename(s['file'].rstrip('/'))}" for i, s in enumerate(rows)],
                       [s["tokens"] for s in rows], "#55A868", "source file (index: name)",
                       "tokens (EOD included)", "no source files", rotate=True)
 
 
 def _plot_shards(fig: dict) -> bytes:
-    figure, ax = _new_figure(f"Tokens per shard ({len(fig['shards'])} shards)")
+    figure, ax = new_figure(f"Tokens per shard ({len(fig['shards'])} shards)")
     rows = fig["shards"]
     ax.bar([s["shard"].removeprefix("shard_") for s in rows], [s["tokens"] for s in rows],
            color="#8172B2")
@@ -248,11 +249,11 @@ def _plot_shards(fig: dict) -> bytes:
                    label=f"shard_tokens {target:,}")
         ax.legend(loc="lower right")
     if not rows:
-        _no_data(ax, "no shards")
+        no_data(ax, "no shards")
     ax.set_xlabel("shard")
     ax.set_ylabel("tokens (EOD included)")
     ax.tick_params(axis="x", labelrotation=90 if len(rows) > 20 else 0)
-    return _png(figure)
+    return png(figure)
 
 
 def _pngs(fig: dict) -> dict[str, bytes]:
@@ -283,7 +284,7 @@ def _markdown(fig: dict) -> str:
         f"not written): {empty if empty is None else format(empty, ',')}",
         f"- shards: {len(fig['shards'])} (shard_tokens {m.get('shard_tokens')})",
         f"- dtype: {m.get('dtype')} (Megatron code {m.get('dtype_code')})",
-        f"- EOD: id {eod.get('id')}, token `{_md_cell(eod.get('token'))}`, from {eod.get('source')}",
+        f"- EOD: id {eod.get('id')}, token `{md_cell(eod.get('token'))}`, from {eod.get('source')}",
         f"- BOS: {'none' if m.get('bos_id') is None else 'id ' + str(m.get('bos_id'))}",
         f"- seed: {m.get('seed')}",
         f"- tokenizer: {tok.get('type')} `{tok.get('file')}`"
@@ -291,7 +292,7 @@ def _markdown(fig: dict) -> str:
         + f", vocab_size {tok.get('vocab_size')}",
         "- sources: " + ", ".join(f"`{f}`" for f in source.get("files", [])),
         "- fields: " + "; ".join(", ".join(f"`{x}`" for x in fs) for fs in source.get("fields", [])),
-        "- templates: " + "; ".join(f"`{_md_cell(t)}`" for t in source.get("templates", [])),
+        "- templates: " + "; ".join(f"`{md_cell(t)}`" for t in source.get("templates", [])),
         f"- order: {m.get('order')}",
         "",
     ]
@@ -310,7 +311,7 @@ def _markdown(fig: dict) -> str:
               "|---|---:|---:|---:|---:|"]
     for b in bins:
         lines.append(f"| {b['length_min']:,}-{b['length_max']:,} | {b['documents']:,} | "
-                     f"{_share(b['documents'], n)} | {b['tokens']:,} | {_share(b['tokens'], tokens)} |")
+                     f"{share(b['documents'], n)} | {b['tokens']:,} | {share(b['tokens'], tokens)} |")
     lines.append("")
 
     lines += ["## Sources", "",
@@ -321,9 +322,9 @@ def _markdown(fig: dict) -> str:
               "| # | file | documents | share of documents | tokens | share of tokens | "
               "empty documents |", "|---:|---|---:|---:|---:|---:|---:|"]
     for i, s in enumerate(fig["sources"]):
-        lines.append(f"| {i} | `{_md_cell(s['file'])}` | {s['documents']:,} | "
-                     f"{_share(s['documents'], n)} | {s['tokens']:,} | "
-                     f"{_share(s['tokens'], tokens)} | "
+        lines.append(f"| {i} | `{md_cell(s['file'])}` | {s['documents']:,} | "
+                     f"{share(s['documents'], n)} | {s['tokens']:,} | "
+                     f"{share(s['tokens'], tokens)} | "
                      f"{'' if s['empty_documents'] is None else format(s['empty_documents'], ',')} |")
     lines.append("")
 

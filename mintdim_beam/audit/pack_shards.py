@@ -1,7 +1,7 @@
 """The shard-file checks of the pack-build verifier (`mintdim_beam.audit.pack_check`),
 a mixin of its PackVerifier: the Megatron `.idx` and `.bin` of one shard and datatrove's
 `.bin.index`. Kept apart from the provenance checks because these read binary layouts
-and scan tokens, and own the per-shard state (`_Shard`) the provenance checks consume.
+and scan tokens, and own the per-shard state (`Shard`) the provenance checks consume.
 
 The `.idx` is read whole (20 bytes per document: header, counts, document indices
 0..S, consecutive pointers, lengths against the `.bin` size), and the `.bin.index` must
@@ -18,16 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mintdim_beam.core import megatron
+from mintdim_beam.core.formats import megatron
 
 
-
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 @dataclass
-class _Shard:
+class Shard:
     """What one shard's .idx says, as far as it could be read."""
     name: str
     lengths: np.ndarray | None = None   # int64, tokens per sequence (EOD included)
@@ -52,7 +51,7 @@ class PackShardChecks:
     itemsize: int
     measured_complete: bool  # written: False when a shard file cannot be read
 
-    def _idx(self, shard: _Shard, entry: dict) -> None:
+    def _idx(self, shard: Shard, entry: dict) -> None:
         rel = shard.name + ".idx"
         if rel not in self.files:
             self.measured_complete = False
@@ -112,13 +111,13 @@ class PackShardChecks:
         self.result.documents += S
         self.result.tokens += total
         if entry.get("documents") != S:
-            self.p.add(rel, None, f"holds {_plural(S, 'sequence')}, manifest.json shards "
+            self.p.add(rel, None, f"holds {plural(S, 'sequence')}, manifest.json shards "
                        f"says {entry.get('documents')!r} documents for {shard.name}")
         if entry.get("tokens") != total:
             self.p.add(rel, None, f"lengths sum to {total} tokens, manifest.json shards says "
                        f"{entry.get('tokens')!r} for {shard.name}")
 
-    def _bin(self, shard: _Shard, entry: dict) -> None:
+    def _bin(self, shard: Shard, entry: dict) -> None:
         rel = shard.name + ".bin"
         if rel not in self.files:
             self.measured_complete = False
@@ -145,7 +144,7 @@ class PackShardChecks:
                        + ")")
         self._scan(rel, min(have, want), shard)
 
-    def _ends_index(self, shard: _Shard) -> None:
+    def _ends_index(self, shard: Shard) -> None:
         """datatrove's `<shard>.bin.index`: every sequence's end in tokens, cumulative,
         little-endian uint64, no header and no leading 0: the .idx lengths summed."""
         rel = shard.name + ".bin.index"
@@ -179,7 +178,7 @@ class PackShardChecks:
         for a, records in self._chunks(rel, count, 1):
             yield a, records.reshape(-1)
 
-    def _scan(self, rel: str, count: int, shard: _Shard | None) -> None:
+    def _scan(self, rel: str, count: int, shard: Shard | None) -> None:
         """Token ids below vocab_size; with the .idx: the EOD exactly at every sequence's
         last position, the BOS (if any) at every first."""
         eod, bos, vocab = self.eod_id, self.bos_id, self.vocab

@@ -7,7 +7,7 @@ import csv
 import io
 import json
 
-from mintdim_beam.core import storage
+from mintdim_beam.core.files import storage
 
 
 def jsonl_rows(out: str, name: str):

@@ -213,12 +213,12 @@ def batch_counts(element):
 def expand_histograms(p, plans: dict, ranges, result_path: str):
     """Add the histogram pass to `p`: the per-dataset histograms and the first bad line
     (as an error payload, or None) are written as JSON to the local `result_path`."""
-    from mintdim_beam.build.graph import _read_and_tokenize, real_errors
-    from mintdim_beam.build.transforms.finalize import FirstError
-    from mintdim_beam.build.transforms.gather import ApplyToAll
+    from mintdim_beam.runtime.apply_to_all import ApplyToAll
+    from mintdim_beam.runtime.first_error import FirstError
+    from mintdim_beam.unit_build.graph import read_and_tokenize, real_errors
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    numbering, bad_lines, tokenized = _read_and_tokenize(p, plans, ranges)
+    numbering, bad_lines, tokenized = read_and_tokenize(p, plans, ranges)
     histograms = (tokenized
                   | "BatchCounts" >> beam.Map(batch_counts)
                   | "HistogramPerDataset" >> beam.CombinePerKey(_CounterSum()))
@@ -239,11 +239,11 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
 
 def _prepare(raw: dict, doc_policies: tuple[str, str] = ("prompt", "prompt")):
     """The build's config validation, minus the empty-output check: (plans, datasets)."""
-    from mintdim_beam.build.launch import _check_policies
-    from mintdim_beam.core.config import resolve_datasets
-    from mintdim_beam.core.prepare import prepare
+    from mintdim_beam.core.config.prepare import prepare
+    from mintdim_beam.core.config.unit_config import resolve_datasets
+    from mintdim_beam.unit_build.launch import check_policies
 
-    _check_policies(*doc_policies)
+    check_policies(*doc_policies)
     datasets = resolve_datasets(raw)
     return {d.index: prepare(d) for d in datasets}, datasets
 
@@ -252,11 +252,11 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
     """Run the histogram pass for a raw config (as for `run()`); returns
     (plans, {dataset index: {token_count: samples}}). Raises the build's error classes:
     config errors before any work, bad input lines (phase "build") after the pass."""
-    from mintdim_beam.build.frozen_heap import frozen_heap
-    from mintdim_beam.build.options import make_options, range_bytes
-    from mintdim_beam.build.sampler_period import short_sampler_period
-    from mintdim_beam.core.failures import recover
-    from mintdim_beam.core.source import plan_ranges
+    from mintdim_beam.core.errors.failures import recover
+    from mintdim_beam.core.inputs.source import plan_ranges
+    from mintdim_beam.runtime.frozen_heap import frozen_heap
+    from mintdim_beam.runtime.options import make_options, range_bytes
+    from mintdim_beam.runtime.sampler_period import short_sampler_period
 
     plans, datasets = _prepare(raw, policies)
     options = make_options(pipeline_options)
@@ -293,7 +293,7 @@ def plan_document(plans: dict, histograms: dict, k: int, max_size: int | None) -
     """Per dataset: current sizes vs the recommendation, and the histogram."""
     from pathlib import Path
 
-    from mintdim_beam.core import storage
+    from mintdim_beam.core.files import storage
 
     docs = []
     for ds in sorted(plans):
@@ -328,7 +328,7 @@ def plan_command(args, extra: list[str]) -> int:
     """Print a table per dataset, a blank line, then one JSON document (a list with one
     object per dataset: dataset, output_dir, current, recommended, histogram).
     Exit 0; 2 on a config error; 1 when the input itself is bad (as `build`)."""
-    from mintdim_beam.core.config_file import load_config
+    from mintdim_beam.core.config.config_file import load_config
 
     try:
         if type(args.units) is not int or args.units < 1:

@@ -22,15 +22,15 @@ context tokens / trained tokens.
 """
 from __future__ import annotations
 
-import io
 import json
 from collections import Counter
 
 import numpy as np
 
 from mintdim_beam.audit.plain_files import csv_bytes, jsonl_rows
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core import storage
+from mintdim_beam.audit.report_common import new_figure, png, ratio, share
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.formats import mintdim as fmt
 
 DIALOGUE_KINDS = ("chat", "preference")
 KINDS = ("trained", "context", "literal")
@@ -45,14 +45,6 @@ def record_key(row: dict):
     return sid if row.get("part") is None else (sid, int(row["part"]))
 
 
-def _ratio(numerator, denominator):
-    return numerator / denominator if denominator else None
-
-
-def _share(numerator, denominator) -> str:
-    if not denominator:
-        return f"n/a ({numerator} / {denominator}: the denominator is 0)"
-    return f"{numerator / denominator:.4%} ({numerator:,} / {denominator:,})"
 
 
 def _header_sums(path: str, n: int, unit: int, dtype, kinds: list[str]):
@@ -107,7 +99,7 @@ def dialogue_figures(out: str, manifest: dict, length_field: dict, stats: dict):
         segment_tokens += sums
         by_kind = {kind: int(sums[[k == kind for k in kinds]].sum()) for kind in KINDS}
         units.append({"unit_size": size, "records": records, **by_kind,
-                      "trained_fraction": _ratio(by_kind["trained"], int(sums.sum()))})
+                      "trained_fraction": ratio(by_kind["trained"], int(sums.sum()))})
     totals = {kind: sum(u[kind] for u in units) for kind in KINDS}
     all_tokens = sum(totals.values())
     if all_tokens != int(stats.get("total_tokens", all_tokens)):
@@ -133,8 +125,8 @@ def dialogue_figures(out: str, manifest: dict, length_field: dict, stats: dict):
         "context_tokens": totals["context"],
         "literal_tokens": totals["literal"],
         "tokens": all_tokens,
-        "trained_fraction": _ratio(totals["trained"], all_tokens),
-        "context_per_trained": _ratio(totals["context"], totals["trained"]),
+        "trained_fraction": ratio(totals["trained"], all_tokens),
+        "context_per_trained": ratio(totals["context"], totals["trained"]),
         "records_without_trained": untrained,
         "lines": len(parts_per_line),
         "split_lines": sum(1 for c in parts_per_line.values() if c > 1),
@@ -167,14 +159,9 @@ def dialogue_pngs(fig: dict) -> dict[str, bytes]:
     d = fig.get("dialogue")
     if not d:
         return {}
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(8, 4.5), layout="constrained")
-    FigureCanvasAgg(figure)
-    ax = figure.add_subplot()
-    ax.set_title(f"Trained and context tokens per unit (trained: "
-                 f"{'n/a' if d['trained_fraction'] is None else format(d['trained_fraction'], '.1%')})")
+    figure, ax = new_figure(
+        f"Trained and context tokens per unit (trained: "
+        f"{'n/a' if d['trained_fraction'] is None else format(d['trained_fraction'], '.1%')})")
     labels = [str(u["unit_size"]) for u in d["units"]]
     bottom = np.zeros(len(labels))
     for kind, color in zip(KINDS, ("#C44E52", "#4C72B0", "#8C8C8C")):
@@ -186,9 +173,7 @@ def dialogue_pngs(fig: dict) -> dict[str, bytes]:
     ax.set_ylabel("tokens (from the records' segment lengths)")
     if labels:
         ax.legend(loc="upper right")
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return {f"{TRAINED_PER_UNIT}.png": buffer.getvalue()}
+    return {f"{TRAINED_PER_UNIT}.png": png(figure)}
 
 
 # --------------------------------------------------------------------------- markdown
@@ -206,7 +191,7 @@ def glance_rows(fig: dict) -> list[str]:
     d = fig.get("dialogue")
     if not d:
         return []
-    return [f"| trained tokens | {_share(d['trained_tokens'], d['tokens'])} | tokens of trained "
+    return [f"| trained tokens | {share(d['trained_tokens'], d['tokens'])} | tokens of trained "
             "segments / all tokens of the records (shards' segment lengths) |",
             "| context tokens per trained token | "
             + ("n/a" if d["context_per_trained"] is None else f"{d['context_per_trained']:.3f}")
@@ -224,9 +209,9 @@ def markdown_section(fig: dict) -> list[str]:
              f"each segment's kind from length_field.json: trained segments are what a "
              f"trainer learns from ({learned}), "
              "context segments are only read, literal ones are bos / eos.", "",
-             f"- trained: {_share(d['trained_tokens'], d['tokens'])} of the tokens",
-             f"- context: {_share(d['context_tokens'], d['tokens'])}",
-             f"- literal: {_share(d['literal_tokens'], d['tokens'])}",
+             f"- trained: {share(d['trained_tokens'], d['tokens'])} of the tokens",
+             f"- context: {share(d['context_tokens'], d['tokens'])}",
+             f"- literal: {share(d['literal_tokens'], d['tokens'])}",
              f"- records without a trained token: {d['records_without_trained']:,}", "",
              f"![Trained and context tokens per unit]({TRAINED_PER_UNIT}.png)", "",
              f"Data: [{TRAINED_PER_UNIT}.csv]({TRAINED_PER_UNIT}.csv) and "
@@ -236,14 +221,14 @@ def markdown_section(fig: dict) -> list[str]:
     for u in d["units"]:
         lines.append(f"| {u['unit_size']} | {u['records']:,} | {u['trained']:,} | "
                      f"{u['context']:,} | {u['literal']:,} | "
-                     f"{_share(u['trained'], u['trained'] + u['context'] + u['literal'])} |")
+                     f"{share(u['trained'], u['trained'] + u['context'] + u['literal'])} |")
     lines.append(f"| all | {sum(u['records'] for u in d['units']):,} | {d['trained_tokens']:,} | "
                  f"{d['context_tokens']:,} | {d['literal_tokens']:,} | "
-                 f"{_share(d['trained_tokens'], d['tokens'])} |")
+                 f"{share(d['trained_tokens'], d['tokens'])} |")
     lines += ["", "| segment | name | kind | tokens | share of tokens |", "|---:|---|---|---:|---:|"]
     for s in d["segments"]:
         lines.append(f"| {s['segment_index']} | `{s['segment_name']}` | {s['kind']} | "
-                     f"{s['tokens']:,} | {_share(s['tokens'], d['tokens'])} |")
+                     f"{s['tokens']:,} | {share(s['tokens'], d['tokens'])} |")
     lines.append("")
     if d["split_lines"]:
         lines += [f"Split dialogues: {d['split_lines']:,} of {d['lines']:,} source lines with "

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections import Counter
 
 from mintdim_beam.audit.plain_files import csv_bytes, jsonl_rows
-from mintdim_beam.core import format as fmt
-from mintdim_beam.core.round_trip import KINDS
-from mintdim_beam.core.template_checks import notice_text
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.render.template_checks import notice_text
+from mintdim_beam.core.tokenizer.round_trip import KINDS
 
 EXAMPLES = 5
 LOSSY_CSV = "lossy_per_segment"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.formats import mintdim as fmt
 
 CHUNK_SLOTS = 1 << 22  # token slots per numpy chunk (8 MiB of uint16)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mintdim_beam.core import format as fmt
+from mintdim_beam.core.formats import mintdim as fmt
 
 
 @dataclass
@@ -75,7 +75,7 @@ class VerifyResult:
                 f"{'s' if self.problem_count != 1 else ''}{more} ({self.seconds:.2f} s)")
 
 
-class _Problems:
+class Problems:
     """Keeps the first `limit` problems. A repeated kind of problem (same key) is folded
     into its first occurrence as a count, so one corrupt unit cannot flood the list."""
 

@@ -1,9 +1,10 @@
-"""The shared core every capability builds on, with no Beam in it: config and its
-validation (`config`, `config_file`), templates and rendering (`template`,
-`render_batch`), tokenizers and batch encoding (`tokenizers`, `encode_batch`), the
-driver's preparation of a dataset (`prepare`), the on-disk format (`format`), inputs
-(`source`: byte ranges and lines; `compression`; `input_files`: identities), storage
-through fsspec (`storage`), output ownership (`ownership`), and errors (`errors`,
-`failures` for errors found in workers, `faults` for test-only fault injection).
+"""The shared core every capability builds on, with no Beam in it, one room per concern:
+`config/` (configs validated, datasets prepared), `inputs/` (byte ranges, lines,
+identities, compression), `render/` (field templates, batches rendered), `chat/`
+(dialogues and preference pairs, pure), `tokenizer/` (adapters, special tokens, batch
+encoding, the round trip, the tokenizer card), `formats/` (mintdim's shards and indices,
+Megatron's indexed dataset, the pack order), `files/` (storage through fsspec,
+ownership, checksums, disk space), `errors/` (bilingual errors, and failures carried
+back from workers); `version` and `quiet_imports` beside them.
 
-Core imports nothing from `build` or `audit`."""
+Core imports nothing from the floors above it."""

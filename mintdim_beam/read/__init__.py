@@ -5,7 +5,7 @@ global batch, in an order that is a pure function of (seed, epoch, step), so
 `state_dict()` is a few numbers and resuming (also with another world size) is
 arithmetic. The pieces: `build` finds a build's units, shards and sample ids from its
 own files and reads records (local shards memory-mapped, any fsspec URL by byte ranges
-through `core.storage`), checking each record's magic and segment lengths; `order`
+through `core.files.storage`), checking each record's magic and segment lengths; `order`
 holds the pure shuffle and step arithmetic; `masks` turns segment lengths into labels
 and preference pairs (never looking at `pad_id`).
 

@@ -5,7 +5,7 @@ records read by (unit, ordinal).
 Records are fixed-width, so record i of a unit is row `i % S` of shard `i // S`
 (S = `output.samples_per_shard`) at byte `row * record_bytes`. Local shards are
 memory-mapped (`np.memmap`, a few kept open, never read whole); URLs are read by byte
-ranges through `core.storage` (one `cat_ranges` call per batch, adjacent rows merged).
+ranges through `core.files.storage` (one `cat_ranges` call per batch, adjacent rows merged).
 
 Sample ids: `sample_index.jsonl` is the only place that maps a unit's records to
 sample ids. It is parsed once per build and process, on the first batch (not when the
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mintdim_beam.core import storage
 from mintdim_beam.core.errors import ShardRecordError
-from mintdim_beam.core.format import (HISTOGRAM, LENGTH_FIELD, MANIFEST, NP_DTYPES,
-                                      SAMPLE_INDEX, record_bytes, shard_name)
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.formats.mintdim import (HISTOGRAM, LENGTH_FIELD, MANIFEST, NP_DTYPES,
+                                               SAMPLE_INDEX, record_bytes, shard_name)
 from mintdim_beam.read import sample_index
 
 _OPEN_SHARDS = 64  # memory maps kept open (each holds a file descriptor)
@@ -88,7 +88,7 @@ class Build:
         key = (self.root, self.fingerprint)
         with _SAMPLE_IDS_LOCK:
             if key not in _SAMPLE_IDS:
-                _SAMPLE_IDS[key] = _parse_sample_index(self)
+                _SAMPLE_IDS[key] = parse_sample_index(self)
         return _SAMPLE_IDS[key][unit]
 
     def records(self, unit: int, ordinals: np.ndarray) -> np.ndarray:
@@ -263,7 +263,7 @@ def _shard_sizes(build: Build, unit: int) -> dict[int, int]:
     return sizes
 
 
-def _parse_sample_index(build: Build) -> dict[int, np.ndarray]:
+def parse_sample_index(build: Build) -> dict[int, np.ndarray]:
     ids, units = sample_index.parse(storage.join(build.root, SAMPLE_INDEX))
     if len(ids) != len(units) or len(ids) != sum(build.counts.values()):
         raise ValueError(f"{build.root}: {SAMPLE_INDEX} has {len(ids)} rows "

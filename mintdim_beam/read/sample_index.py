@@ -3,7 +3,7 @@ records to sample ids (records of a unit are in sample order, so its ids are the
 its rows in file order).
 
 Read in chunks of whole rows (memory: one chunk plus 16 bytes per row), each parsed
-with two regular expressions: rows are written by `core.format.sample_row`, and `{"`
+with two regular expressions: rows are written by `core.formats.mintdim.sample_row`, and `{"`
 never occurs inside a JSON string (its quote would be escaped), so the first pattern
 matches row starts only, and a key is never matched inside a value. About 0.8 s for a
 1M-row index (290 MB) here; the reader parses it only when sample ids are asked for."""
@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from mintdim_beam.core import storage
+from mintdim_beam.core.files import storage
 
 CHUNK = 16 << 20
 _SAMPLE_ID = re.compile(rb'\{"sample_id": (\d+),')

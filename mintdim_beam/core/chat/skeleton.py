@@ -74,7 +74,7 @@ _CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _CACHES_LOCK = threading.Lock()
 
 
-def _cache_for(template) -> _Cache | None:
+def cache_for(template) -> _Cache | None:
     try:
         cache = _CACHES.get(template)
         if cache is None:
@@ -190,7 +190,7 @@ def fast_turns(template, dicts: Sequence[dict], trained: Sequence[int], text: st
     """The trained turns' (start, end) in `text` (= `template.render_dicts(dicts)`) from
     the structure's cached skeleton, or None: use the exact procedure `find_turns`
     (`(template, dicts, trained, text) -> (turns, turn_messages)`)."""
-    cache = _cache_for(template)
+    cache = cache_for(template)
     if cache is None or not cache.markers[0]:
         return None
     found = _structure(dicts, trained)

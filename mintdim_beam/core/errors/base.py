@@ -7,24 +7,24 @@ from typing import Any
 
 ERROR_CLASSES: dict[str, type["MintDimError"]] = {}
 
-_JSON_SCALARS = (str, int, float, bool, type(None))
+JSON_SCALARS = (str, int, float, bool, type(None))
 
 
-def _bullets(items) -> str:
+def bullets(items) -> str:
     """Render items as ``• item`` lines."""
     return "\n".join(f"• {item}" for item in items)
 
 
-def _num(n: int, sep: str) -> str:
+def num(n: int, sep: str) -> str:
     """Format an int with a thousands separator (``,`` English, ``.`` Vietnamese)."""
     return f"{n:,}".replace(",", sep)
 
 
-def _strs(items) -> list[str]:
+def strs(items) -> list[str]:
     return [str(x) for x in items]
 
 
-def _spaced(label: str, items) -> str:
+def spaced(label: str, items) -> str:
     """``label: a b c`` (no trailing space when empty)."""
     return f"{label}: {' '.join(items)}".rstrip()
 
@@ -54,8 +54,8 @@ class MintDimError(Exception):
         n, m = list(kwargs.values())[:2]
         self._set(
             kwargs,
-            [f"Received {n} input files but {m} {en[0]}.", "MintDim supports:", _bullets(en[1:])],
-            [f"Nhận {n} file đầu vào nhưng có {m} {vi[0]}.", "MintDim hỗ trợ:", _bullets(vi[1:])],
+            [f"Received {n} input files but {m} {en[0]}.", "MintDim supports:", bullets(en[1:])],
+            [f"Nhận {n} file đầu vào nhưng có {m} {vi[0]}.", "MintDim hỗ trợ:", bullets(vi[1:])],
         )
 
     def __str__(self) -> str:

@@ -4,7 +4,7 @@ their text in both languages. Each problem is given in both (`problem`, `problem
 values inside it (paths, numbers, names) are the same in both."""
 from __future__ import annotations
 
-from mintdim_beam.core.errors.base import MintDimError, _bullets
+from mintdim_beam.core.errors.base import MintDimError, bullets
 
 # The rules each validation error lists, per block (English, Vietnamese).
 RULES = {
@@ -94,9 +94,9 @@ class UnitReadValidationError(MintDimError):
         self.rules = list(RULES[rules][0])
         en, vi = RULES[rules]
         self._set(kw, ["Invalid unit-read configuration.", f"Component: {kw['component']}",
-                       f"Problem: {kw['problem']}", "Rules:", _bullets(en)],
+                       f"Problem: {kw['problem']}", "Rules:", bullets(en)],
                   ["Cấu hình unit-read không hợp lệ.", f"Thành phần: {kw['component']}",
-                   f"Vấn đề: {kw['problem_vi']}", "Quy tắc:", _bullets(vi)])
+                   f"Vấn đề: {kw['problem_vi']}", "Quy tắc:", bullets(vi)])
 
 
 class UnitReadMetadataError(_PathError):

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from mintdim_beam.core.errors.base import (_JSON_SCALARS, MintDimError, _bullets, _num,
-                                           _spaced, _strs)
+from mintdim_beam.core.errors.base import JSON_SCALARS, MintDimError, bullets, num, spaced, strs
 
 
 class PipelineValidationError(MintDimError):
     """Raised when build() is called before every required config is set."""
 
     def __init__(self, *, missing: list[str]):
-        missing = _strs(missing)
+        missing = strs(missing)
         self._set(
             {"missing": missing},
-            ["Pipeline configuration is incomplete.", "Missing:", _bullets(missing)],
-            ["Pipeline chưa được cấu hình đầy đủ.", "Thiếu:", _bullets(missing),
+            ["Pipeline configuration is incomplete.", "Missing:", bullets(missing)],
+            ["Pipeline chưa được cấu hình đầy đủ.", "Thiếu:", bullets(missing),
              "Thiếu cấu hình nào thì báo thiếu cấu hình đó."],
         )
 
@@ -58,13 +57,13 @@ class SampleSchemaError(MintDimError):
             self._dialogue(file, line, problem, message_index)
             return
         kw = {
-            "file": str(file), "line": int(line), "declared_fields": _strs(declared_fields),
-            "missing_fields": _strs(missing_fields), "available_keys": _strs(available_keys),
+            "file": str(file), "line": int(line), "declared_fields": strs(declared_fields),
+            "missing_fields": strs(missing_fields), "available_keys": strs(available_keys),
             "invalid_field": None if invalid_field is None else str(invalid_field),
             "invalid_type": None if invalid_type is None else str(invalid_type),
         }
-        en = [f"File: {kw['file']}", f"Line: {kw['line']}", _spaced("Declared fields", kw["declared_fields"])]
-        vi = [f"File: {kw['file']}", f"Dòng: {kw['line']}", _spaced("Field đã khai báo", kw["declared_fields"])]
+        en = [f"File: {kw['file']}", f"Line: {kw['line']}", spaced("Declared fields", kw["declared_fields"])]
+        vi = [f"File: {kw['file']}", f"Dòng: {kw['line']}", spaced("Field đã khai báo", kw["declared_fields"])]
         if kw["invalid_field"] is not None:
             en = ["JSONL sample has a declared field with an unsupported value.", *en,
                   f"Field: {kw['invalid_field']}", f"JSON type: {kw['invalid_type']}",
@@ -74,11 +73,11 @@ class SampleSchemaError(MintDimError):
                   "Quy tắc: giá trị field phải là string, số hoặc boolean"]
         else:
             en = ["JSONL sample is missing declared fields.", *en,
-                  _spaced("Missing fields", kw["missing_fields"]),
-                  _spaced("Available keys", kw["available_keys"])]
+                  spaced("Missing fields", kw["missing_fields"]),
+                  spaced("Available keys", kw["available_keys"])]
             vi = ["Sample JSONL thiếu field đã khai báo.", *vi,
-                  _spaced("Field bị thiếu", kw["missing_fields"]),
-                  _spaced("Key hiện có", kw["available_keys"])]
+                  spaced("Field bị thiếu", kw["missing_fields"]),
+                  spaced("Key hiện có", kw["available_keys"])]
         self._set(kw, en, vi)
 
     def _dialogue(self, file, line, problem, message_index) -> None:
@@ -101,17 +100,17 @@ class TokenizerValidationError(MintDimError):
     def __init__(self, *, component: str = "files", problem: str = "", unsupported_format: bool = False):
         kw = {"component": str(component), "problem": str(problem), "unsupported_format": bool(unsupported_format)}
         if kw["unsupported_format"]:
-            formats = _bullets(["sentencepiece (.model)", "huggingface tokenizer (.json)"])
+            formats = bullets(["sentencepiece (.model)", "huggingface tokenizer (.json)"])
             en = ["Unsupported tokenizer format.", "Supported formats:", formats]
             vi = ["Định dạng tokenizer chưa được hỗ trợ.", "Các định dạng hiện hỗ trợ:", formats]
         else:
             en = ["Invalid tokenizer configuration.", f"Component: {kw['component']}",
-                  f"Problem: {kw['problem']}", "Rules:", _bullets([
+                  f"Problem: {kw['problem']}", "Rules:", bullets([
                       "tokenizer.files must be a list of tokenizer file paths",
                       "each tokenizer file path must be a string",
                       "unk_id and pad_id are loaded from the tokenizer library"])]
             vi = ["Cấu hình tokenizer không hợp lệ.", f"Thành phần: {kw['component']}",
-                  f"Vấn đề: {kw['problem']}", "Quy tắc:", _bullets([
+                  f"Vấn đề: {kw['problem']}", "Quy tắc:", bullets([
                       "tokenizer.files phải là list các đường dẫn file tokenizer",
                       "mỗi đường dẫn file tokenizer phải là string",
                       "unk_id và pad_id được lấy từ thư viện tokenizer"])]
@@ -231,7 +230,7 @@ class OutputMappingError(MintDimError):
             "input_files": None if input_files is None else int(input_files),
             "output_dirs": None if output_dirs is None else int(output_dirs),
             "conflict_dir": None if conflict_dir is None else str(conflict_dir),
-            "files": _strs(files), "differing": _strs(differing),
+            "files": strs(files), "differing": strs(differing),
         }
         if kw["conflict_dir"] is None:
             if kw["input_files"] is None or kw["output_dirs"] is None:
@@ -257,7 +256,7 @@ class TemplateFieldMismatchError(MintDimError):
     or a declared field is not used by the template (``unused=True``)."""
 
     def __init__(self, *, source_file: str, fields: list[str], template: str, field: str, unused: bool):
-        kw = {"source_file": str(source_file), "fields": _strs(fields), "template": str(template),
+        kw = {"source_file": str(source_file), "fields": strs(fields), "template": str(template),
               "field": str(field), "unused": bool(unused)}
         decl = f"fields = {kw['fields']!r} template = {kw['template']!r}"
         f = kw["field"]
@@ -280,7 +279,7 @@ class TemplateTokenizerError(MintDimError):
     """Raised when a template's literal segments encode to UNK (strict template-UNK policy)."""
 
     def __init__(self, *, file_index: int, template: str, literals: list[str] = ()):
-        kw = {"file_index": int(file_index), "template": str(template), "literals": _strs(literals)}
+        kw = {"file_index": int(file_index), "template": str(template), "literals": strs(literals)}
         en = ["Template literal segments produce UNK when encoded by the tokenizer.",
               f"File index: {kw['file_index']}", f"Template: {kw['template']!r}"]
         vi = ["Các đoạn literal của template tạo UNK khi được tokenizer encode.",
@@ -307,9 +306,9 @@ class UnitValidationError(MintDimError):
         if problem:
             en.append(f"Problem: {problem}")
             vi.append(f"Vấn đề: {problem}")
-        en += ["Rules:", _bullets(["sizes must be positive integers", "sizes must be sorted ascending",
+        en += ["Rules:", bullets(["sizes must be positive integers", "sizes must be sorted ascending",
                                    "build_batch must be a positive integer", "sizes must not contain duplicates"])]
-        vi += ["Quy tắc:", _bullets(["sizes phải là các số nguyên dương", "sizes phải được sắp xếp tăng dần",
+        vi += ["Quy tắc:", bullets(["sizes phải là các số nguyên dương", "sizes phải được sắp xếp tăng dần",
                                      "build_batch phải là số nguyên dương", "sizes không được trùng lặp"])]
         self._set({"problem": problem}, en, vi)
 
@@ -324,9 +323,9 @@ class UnitOverflowError(MintDimError):
         self._set(
             kw,
             ["Sample token length exceeds max unit size.", *common, "Fix:",
-             _bullets(["increase unit sizes", "or run with an overflow policy that truncates, skips, or prompts"])],
+             bullets(["increase unit sizes", "or run with an overflow policy that truncates, skips, or prompts"])],
             ["Độ dài token của sample vượt quá unit size lớn nhất.", *common, "Cách sửa:",
-             _bullets(["tăng unit sizes", "hoặc chạy với overflow policy để truncate, skip, hoặc prompt"])],
+             bullets(["tăng unit sizes", "hoặc chạy với overflow policy để truncate, skip, hoặc prompt"])],
         )
 
 
@@ -394,14 +393,14 @@ class TokenDTypeCapacityError(MintDimError):
         self._set(
             {"vocab_size": v},
             ["Tokenizer vocabulary size is too large for the token dtypes supported by MintDim.",
-             f"Tokenizer vocab_size: {_num(v, ',')}", "Supported token dtypes:",
-             _bullets([f"uint16: max vocab_size {_num(u16, ',')}", f"uint32: max vocab_size {_num(u32, ',')}"]),
-             "Fix:", _bullets(["use a tokenizer with a smaller vocabulary",
+             f"Tokenizer vocab_size: {num(v, ',')}", "Supported token dtypes:",
+             bullets([f"uint16: max vocab_size {num(u16, ',')}", f"uint32: max vocab_size {num(u32, ',')}"]),
+             "Fix:", bullets(["use a tokenizer with a smaller vocabulary",
                                "or use a MintDim version that supports a wider token dtype"])],
             ["Kích thước vocabulary của tokenizer quá lớn so với token dtype MintDim hỗ trợ.",
-             f"Tokenizer vocab_size: {_num(v, '.')}", "Token dtype được hỗ trợ:",
-             _bullets([f"uint16: vocab_size tối đa {_num(u16, '.')}", f"uint32: vocab_size tối đa {_num(u32, '.')}"]),
-             "Cách sửa:", _bullets(["dùng tokenizer có vocabulary nhỏ hơn",
+             f"Tokenizer vocab_size: {num(v, '.')}", "Token dtype được hỗ trợ:",
+             bullets([f"uint16: vocab_size tối đa {num(u16, '.')}", f"uint32: vocab_size tối đa {num(u32, '.')}"]),
+             "Cách sửa:", bullets(["dùng tokenizer có vocabulary nhỏ hơn",
                                     "hoặc dùng phiên bản MintDim hỗ trợ token dtype rộng hơn"])],
         )
 
@@ -411,13 +410,13 @@ class TokenDTypeCapacityError(MintDimError):
         kw = {"dtype": str(dtype), "max_value": int(max_value), "token_id": int(token_id)}
         self._set(kw, [
             "A token id is larger than the token dtype can store.",
-            f"Token id: {_num(kw['token_id'], ',')}",
-            f"{kw['dtype']} holds ids up to {_num(kw['max_value'], ',')}",
+            f"Token id: {num(kw['token_id'], ',')}",
+            f"{kw['dtype']} holds ids up to {num(kw['max_value'], ',')}",
             "Fix: the dtype is chosen from the largest id the tokenizer declares; this "
             "tokenizer produced a larger one. Nothing was written with it."], [
             "Một token id lớn hơn giá trị token dtype lưu được.",
-            f"Token id: {_num(kw['token_id'], '.')}",
-            f"{kw['dtype']} chứa id tối đa {_num(kw['max_value'], '.')}",
+            f"Token id: {num(kw['token_id'], '.')}",
+            f"{kw['dtype']} chứa id tối đa {num(kw['max_value'], '.')}",
             "Cách sửa: dtype được chọn theo id lớn nhất mà tokenizer khai báo; tokenizer này "
             "đã tạo ra id lớn hơn. Không có gì được ghi với id đó."])
 
@@ -427,26 +426,26 @@ class TokenDTypeCapacityError(MintDimError):
               "unit_size": None if unit_size is None else int(unit_size),
               "sample": None if sample is None else str(sample),
               "token_count": None if token_count is None else int(token_count)}
-        limit_en = f"{kw['dtype']} holds segment lengths up to {_num(kw['max_value'], ',')}"
-        limit_vi = f"{kw['dtype']} chứa độ dài segment tối đa {_num(kw['max_value'], '.')}"
+        limit_en = f"{kw['dtype']} holds segment lengths up to {num(kw['max_value'], ',')}"
+        limit_vi = f"{kw['dtype']} chứa độ dài segment tối đa {num(kw['max_value'], '.')}"
         if kw["sample"] is not None:
             en = ["Sample is too long to be stored with the token dtype (on_overflow=extend).",
-                  f"Sample: {kw['sample']}", f"token_count: {_num(kw['token_count'], ',')}", limit_en,
-                  "Fix:", _bullets(["run with on_overflow truncate or skip",
+                  f"Sample: {kw['sample']}", f"token_count: {num(kw['token_count'], ',')}", limit_en,
+                  "Fix:", bullets(["run with on_overflow truncate or skip",
                                     "or use a tokenizer with a vocabulary over 65,535 (uint32)"])]
             vi = ["Sample quá dài để lưu bằng token dtype (on_overflow=extend).",
-                  f"Sample: {kw['sample']}", f"token_count: {_num(kw['token_count'], '.')}", limit_vi,
-                  "Cách sửa:", _bullets(["chạy với on_overflow truncate hoặc skip",
+                  f"Sample: {kw['sample']}", f"token_count: {num(kw['token_count'], '.')}", limit_vi,
+                  "Cách sửa:", bullets(["chạy với on_overflow truncate hoặc skip",
                                          "hoặc dùng tokenizer có vocabulary trên 65.535 (uint32)"])]
         else:
             en = ["Unit size is larger than the token dtype can store in a record header.",
-                  f"Unit size: {_num(kw['unit_size'], ',')}",
-                  f"Tokenizer vocab_size: {_num(kw['vocab_size'] or 0, ',')}", limit_en,
-                  "Fix:", _bullets([f"use unit sizes up to {_num(kw['max_value'], ',')}"])]
+                  f"Unit size: {num(kw['unit_size'], ',')}",
+                  f"Tokenizer vocab_size: {num(kw['vocab_size'] or 0, ',')}", limit_en,
+                  "Fix:", bullets([f"use unit sizes up to {num(kw['max_value'], ',')}"])]
             vi = ["Unit size lớn hơn giá trị token dtype lưu được trong header của record.",
-                  f"Unit size: {_num(kw['unit_size'], '.')}",
-                  f"Tokenizer vocab_size: {_num(kw['vocab_size'] or 0, '.')}", limit_vi,
-                  "Cách sửa:", _bullets([f"dùng unit size tối đa {_num(kw['max_value'], '.')}"])]
+                  f"Unit size: {num(kw['unit_size'], '.')}",
+                  f"Tokenizer vocab_size: {num(kw['vocab_size'] or 0, '.')}", limit_vi,
+                  "Cách sửa:", bullets([f"dùng unit size tối đa {num(kw['max_value'], '.')}"])]
         self._set(kw, en, vi)
 
 
@@ -456,7 +455,7 @@ class SamplesPerShardError(MintDimError):
 
     def __init__(self, *, index: int | None = None, value: Any = None,
                  input_files: int | None = None, entries: int | None = None):
-        if not isinstance(value, _JSON_SCALARS):
+        if not isinstance(value, JSON_SCALARS):
             value = repr(value) if not isinstance(value, (list, tuple)) else list(value)
         kw = {"index": None if index is None else int(index), "value": value,
               "input_files": None if input_files is None else int(input_files),
@@ -472,9 +471,9 @@ class SamplesPerShardError(MintDimError):
         self._set(
             kw,
             ["Invalid samples_per_shard.", f"Problem: {en_p}", "Rules:",
-             _bullets(["each samples_per_shard[i] is a positive int",
+             bullets(["each samples_per_shard[i] is a positive int",
                        "len(samples_per_shard) == 1 or len(samples_per_shard) == file_count"])],
             ["samples_per_shard không hợp lệ.", f"Vấn đề: {vi_p}", "Quy tắc:",
-             _bullets(["mỗi samples_per_shard[i] phải là số nguyên dương",
+             bullets(["mỗi samples_per_shard[i] phải là số nguyên dương",
                        "len(samples_per_shard) == 1 hoặc len(samples_per_shard) == số lượng file"])],
         )

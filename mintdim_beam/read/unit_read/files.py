@@ -9,7 +9,7 @@ import os
 import posixpath
 from pathlib import Path, PurePosixPath
 
-from mintdim_beam.core import storage
+from mintdim_beam.core.files import storage
 
 
 def kind(path: str) -> str | None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mintdim_beam.core import storage
 from mintdim_beam.core.errors import UnitReadMetadataError
+from mintdim_beam.core.files import storage
 from mintdim_beam.read.unit_read import files
 
 DTYPES = ("uint16", "uint32")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mintdim_beam.core import storage
 from mintdim_beam.core.errors import UnitReadShardError
+from mintdim_beam.core.files import storage
 from mintdim_beam.read.unit_read import files
 from mintdim_beam.read.unit_read.metadata import Metadata
 

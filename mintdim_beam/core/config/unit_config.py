@@ -1,0 +1,290 @@
+"""Validate a raw unit-build config and resolve it into output datasets.
+
+Mirrors the seed's fail-fast order (missing blocks, source, tokenizer, units, output,
+then list arities) so the same mistake raises the same error class as mintdim.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mintdim_beam.core.config.sources import DialogueSource, dialogue_source, source_kind
+from mintdim_beam.core.errors import (FieldMappingError, MintDimFileNotFoundError,
+                                      OutputMappingError, PipelineValidationError,
+                                      SamplesPerShardError, TemplateMappingError,
+                                      TokenizerMappingError, TokenizerValidationError,
+                                      UnitMappingError, UnitValidationError)
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.tokenizer.special_tokens import TokenizerOptions, check_options
+from mintdim_beam.core.tokenizer.tokenizers import KINDS
+
+
+@dataclass(frozen=True)
+class InputFile:
+    index: int  # position in source.files
+    given: str  # the path exactly as the user wrote it (recorded in index rows)
+    path: str  # resolved path used for I/O
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One output directory and everything that builds it."""
+
+    index: int
+    files: tuple[InputFile, ...]
+    fields: tuple[str, ...]
+    template: str
+    template_file_index: int
+    tokenizer_kind: str
+    tokenizer_given: str
+    tokenizer_path: str
+    sizes: tuple[int, ...]
+    build_batch: int
+    output_given: str
+    output_path: str
+    samples_per_shard: int
+    run_id: str = ""  # set by the launcher: this run's scratch files are its own
+    # the tokenizer block's options (tokenizer_config.json, pad, bos/eos): for all files
+    tokenizer_options: TokenizerOptions = TokenizerOptions()
+    dialogue: DialogueSource | None = None  # chat or preference source; None: templated fields
+
+    @property
+    def scratch_path(self) -> str:
+        """Where this run keeps its parts and blocks until Finalize removes them."""
+        return storage.run_scratch(self.output_path, self.run_id)
+
+
+def _pick(values: list, index: int):
+    return values[0] if len(values) == 1 else values[index]
+
+
+def _check_missing(raw: dict) -> None:
+    missing: list[str] = []
+    source = raw.get("source")
+    dialogue = isinstance(source, dict) and source_kind(source) != "jsonl"
+    blocks = {
+        "source": ("source", ["files", "fields", "templates"], ["source.files", "source.fields", "source.templates"]),
+        "units": ("units", ["sizes", "build_batch"], ["units.sizes", "units.build_batch"]),
+        "output": ("output", ["dir", "samples_per_shard"], ["output.dir", "output.samples_per_shard"]),
+    }
+    for block in ("source", "tokenizer", "units", "output"):
+        value = raw.get(block)
+        if block == "tokenizer":
+            if not value or not isinstance(value, dict):
+                missing.append("tokenizer")
+            continue
+        _, keys, labels = blocks[block]
+        if block == "source" and dialogue:  # a dialogue source has no fields/templates
+            keys, labels = keys[:1], labels[:1]
+        if not value or not isinstance(value, dict):
+            missing.extend(labels)
+            continue
+        missing.extend(label for key, label in zip(keys, labels) if not value.get(key))
+    if missing:
+        raise PipelineValidationError(missing=missing)
+
+
+def _is_int(value) -> bool:
+    return type(value) is int
+
+
+def _check_files(files) -> list[str]:
+    if isinstance(files, str) or not isinstance(files, (list, tuple)):
+        raise PipelineValidationError(missing=["source.files (a list of JSONL paths)"])
+    for i, path in enumerate(files):
+        if not isinstance(path, str):
+            raise PipelineValidationError(
+                missing=[f"source.files[{i}] (a path string, got {type(path).__name__})"])
+    return list(files)
+
+
+def _existing(files: list[str]) -> list[str]:
+    for path in files:
+        if not storage.is_file(storage.resolve(path)):
+            raise MintDimFileNotFoundError(context="source", missing_file=path)
+    return files
+
+
+def check_source(source: dict):
+    """(files, fields, templates, dialogue settings or None). Shared with pack-build's
+    config (`pack_config`), as are `check_tokenizer` and `check_arity`."""
+    kind = source_kind(source)
+    if kind != "jsonl":
+        dialogue = dialogue_source(source, kind)
+        return _existing(_check_files(source["files"])), [[]], [""], dialogue
+    files, fields, templates = _check_files(source["files"]), source["fields"], source["templates"]
+    if isinstance(fields, str) or not all(
+            isinstance(group, (list, tuple)) and all(isinstance(f, str) for f in group)
+            for group in fields):
+        raise PipelineValidationError(missing=["source.fields (a list of lists of field names)"])
+    if isinstance(templates, str) or not all(isinstance(t, str) for t in templates):
+        raise PipelineValidationError(missing=["source.templates (a list of template strings)"])
+    return _existing(files), [list(g) for g in fields], list(templates), None
+
+
+def check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
+    """(kind, files, options) of the `tokenizer` block."""
+    kind = tokenizer.get("type")
+    if kind not in KINDS:
+        raise TokenizerValidationError(unsupported_format=True)
+    files = tokenizer.get("files")
+    if isinstance(files, str) or not isinstance(files, (list, tuple)) or not files:
+        raise TokenizerValidationError(
+            component="files", problem="tokenizer.files must be a non-empty list of paths")
+    for path in files:
+        if not isinstance(path, str):
+            raise TokenizerValidationError(
+                component="files",
+                problem=f"tokenizer file path must be str, got {type(path).__name__}")
+    for path in files:
+        if not storage.is_file(storage.resolve(path)):
+            raise MintDimFileNotFoundError(context="tokenizer", missing_file=path)
+    return kind, list(files), check_options(tokenizer)
+
+
+def _check_units(units: dict) -> tuple[list[list[int]], list[int]]:
+    sizes, batches = units["sizes"], units["build_batch"]
+    if not isinstance(sizes, (list, tuple)):
+        raise UnitValidationError(problem="sizes must be a list of lists of ints")
+    for i, group in enumerate(sizes):
+        if not isinstance(group, (list, tuple)) or not group:
+            raise UnitValidationError(problem=f"sizes[{i}] must be a non-empty list of ints, got {group!r}")
+        for value in group:
+            if not _is_int(value) or value <= 0:
+                raise UnitValidationError(
+                    problem=f"sizes[{i}] must hold positive ints, got {value!r}")
+        if len(set(group)) != len(group):
+            raise UnitValidationError(problem=f"sizes[{i}] has duplicates: {list(group)}")
+        if list(group) != sorted(group):
+            raise UnitValidationError(problem=f"sizes[{i}] must be sorted ascending, got {list(group)}")
+    if not isinstance(batches, (list, tuple)):
+        raise UnitValidationError(problem="build_batch must be a list of positive ints")
+    for i, value in enumerate(batches):
+        if not _is_int(value) or value <= 0:
+            raise UnitValidationError(
+                problem=f"build_batch[{i}] must be a positive int, got {value!r}")
+    return [list(g) for g in sizes], list(batches)
+
+
+def _check_output(output: dict) -> tuple[list[str], list[int]]:
+    paths = output["dir"]
+    paths = [paths] if isinstance(paths, str) else paths
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) and p for p in paths):
+        raise PipelineValidationError(missing=["output.dir (a path string or a list of them)"])
+    counts = output["samples_per_shard"]
+    if not isinstance(counts, (list, tuple)):
+        raise SamplesPerShardError(index=0, value=counts)
+    for i, value in enumerate(counts):
+        if not _is_int(value) or value <= 0:
+            raise SamplesPerShardError(index=i, value=value)
+    return list(paths), list(counts)
+
+
+def check_arity(n: int, fields, templates, tokenizers, sizes, batches, outputs, counts) -> None:
+    """Every per-file list has one entry or one per input file."""
+    def ok(k: int) -> bool:
+        return k == 1 or k == n
+
+    if not ok(len(fields)):
+        raise FieldMappingError(input_files=n, field_configs=len(fields))
+    if not ok(len(templates)):
+        raise TemplateMappingError(input_files=n, templates=len(templates))
+    if not ok(len(tokenizers)):
+        raise TokenizerMappingError(input_files=n, tokenizers=len(tokenizers))
+    if not ok(len(sizes)):
+        raise UnitMappingError(input_files=n, unit_configs=len(sizes))
+    if not ok(len(batches)):
+        raise UnitMappingError(input_files=n, unit_configs=len(batches))
+    if not ok(len(outputs)):
+        raise OutputMappingError(input_files=n, output_dirs=len(outputs))
+    if not ok(len(counts)):
+        raise SamplesPerShardError(input_files=n, entries=len(counts))
+
+
+_SETTINGS = ("fields", "template", "tokenizer", "sizes", "build_batch", "samples_per_shard")
+
+
+def resolve_datasets(raw: dict) -> list[Dataset]:
+    """Validate `raw` and return the output datasets in input-file order."""
+    _check_missing(raw)
+    files, fields, templates, dialogue = check_source(raw["source"])
+    kind, tokenizers, tokenizer_options = check_tokenizer(raw["tokenizer"])
+    sizes, batches = _check_units(raw["units"])
+    outputs, counts = _check_output(raw["output"])
+    n = len(files)
+    check_arity(n, fields, templates, tokenizers, sizes, batches, outputs, counts)
+
+    per_file = []
+    for i, given in enumerate(files):
+        per_file.append({
+            "file": InputFile(i, given, storage.resolve(given)),
+            "fields": tuple(_pick(fields, i)),
+            "template": _pick(templates, i),
+            "template_file_index": 0 if len(templates) == 1 else i,
+            "tokenizer": _pick(tokenizers, i),
+            "sizes": tuple(_pick(sizes, i)),
+            "build_batch": _pick(batches, i),
+            "output": _pick(outputs, i),
+            "samples_per_shard": _pick(counts, i),
+        })
+
+    # Files sharing an output directory form one dataset, in input order; mintdim would
+    # build the first and fail on the second, we reject real conflicts up front.
+    groups: dict[str, list[dict]] = {}
+    for entry in per_file:
+        groups.setdefault(storage.resolve(entry["output"]), []).append(entry)
+    datasets = []
+    for out_path, members in groups.items():
+        first = members[0]
+        differing = [name for name in _SETTINGS
+                     if any(m[name] != first[name] for m in members[1:])]
+        if differing:
+            raise OutputMappingError(conflict_dir=first["output"],
+                                     files=[m["file"].given for m in members],
+                                     differing=differing)
+        datasets.append(Dataset(
+            index=len(datasets),
+            files=tuple(m["file"] for m in members),
+            fields=first["fields"],
+            template=first["template"],
+            template_file_index=first["template_file_index"],
+            tokenizer_kind=kind,
+            tokenizer_given=first["tokenizer"],
+            tokenizer_path=storage.resolve(first["tokenizer"]),
+            sizes=first["sizes"],
+            build_batch=first["build_batch"],
+            output_given=first["output"],
+            output_path=out_path,
+            samples_per_shard=first["samples_per_shard"],
+            tokenizer_options=tokenizer_options,
+            dialogue=dialogue,
+        ))
+    return datasets
+
+
+def dataset_config(dataset: Dataset) -> dict:
+    """One dataset as a config of its own (paths as given), recorded in the manifest
+    (`build_config`) so `verify --deep` can rebuild exactly what rendered and tokenized
+    it: `resolve_datasets` of it gives this dataset back."""
+    files = [f.given for f in dataset.files]
+    dialogue = dataset.dialogue
+    if dialogue is None:
+        source = {"files": files, "fields": [list(dataset.fields)], "templates": [dataset.template]}
+    else:
+        source = {"type": dialogue.kind, "files": files, "chat_template": dialogue.chat_template,
+                  "template_vars": dialogue.variables}
+        if dialogue.kind == "chat":
+            source.update(format=dialogue.format, max_turns=dialogue.max_turns,
+                          on_extra_turns=dialogue.on_extra_turns,
+                          max_messages=dialogue.max_messages)
+    options = dataset.tokenizer_options
+    tokenizer = {"type": dataset.tokenizer_kind, "files": [dataset.tokenizer_given]}
+    for key, value in (("config", options.config_given), ("pad_token", options.pad_token),
+                       ("pad_id", options.pad_id), ("bos", options.bos or None),
+                       ("eos", options.eos or None),
+                       ("literal_specials", options.literal_specials)):
+        if value is not None:
+            tokenizer[key] = value
+    return {"source": source, "tokenizer": tokenizer,
+            "units": {"sizes": [list(dataset.sizes)], "build_batch": [dataset.build_batch]},
+            "output": {"dir": dataset.output_given,
+                       "samples_per_shard": [dataset.samples_per_shard]}}

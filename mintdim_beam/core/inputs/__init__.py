@@ -1,0 +1,3 @@
+"""Reading inputs: JSONL in byte ranges and physical lines (`source`), each planned
+file's identity checked as it is read (`input_files`), and gzip / zstd streams
+(`compression`)."""

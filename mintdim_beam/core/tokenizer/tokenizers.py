@@ -1,0 +1,324 @@
+"""Tokenizer adapters: load a SentencePiece `.model` or a Hugging Face `tokenizer.json`
+from any fsspec path and encode many texts per call.
+
+The tokenizer file is the source of truth for the vocabulary and the UNK id (None for a
+byte-level model without one); the ids a build pads with or puts around samples are
+resolved from these adapters' facts by `special_tokens`. We never add special tokens,
+pad or truncate on the tokenizer side.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecialTokenError,
+                                      TokenizerValidationError)
+from mintdim_beam.core.files import storage
+
+KINDS = ("sentencepiece", "hf_json")
+
+
+class SentencePieceTokenizer:
+    kind = "sentencepiece"
+    threads = -1  # native threads per batch call: -1 is every core
+
+    def __init__(self, data: bytes, display_path: str):
+        import sentencepiece as spm
+
+        self._data = data
+        self._sp = spm.SentencePieceProcessor(model_proto=data)
+        self._inner_sp = None  # the same model without its dummy prefix (`_inner`)
+        self.vocab_size = int(self._sp.get_piece_size())
+        self.unk_id = _require_id(int(self._sp.unk_id()), "unk_id", display_path,
+                                  f"SentencePiece returned unk_id={self._sp.unk_id()}")
+        # Special ids as the model declares them (None when < 0); the pad a build uses is
+        # resolved from these and the user's options by `special_tokens.resolve_facts`.
+        self.model_pad_id = _declared(self._sp.pad_id())
+        self.model_bos_id = _declared(self._sp.bos_id())
+        self.model_eos_id = _declared(self._sp.eos_id())
+        self.byte_level = False
+        self.id_bound = self.vocab_size  # ids are 0 .. piece_size - 1
+        self.model = sp_model_facts(data)
+        sp = self._sp
+        self.byte_ids = frozenset(i for i in range(self.vocab_size) if sp.is_byte(i))
+        # Pieces a template's own text means as ids: control (`<s>`, `[INST]`),
+        # unknown and user-defined symbols. Never looked for in message content.
+        self.symbols = {sp.id_to_piece(i): i for i in range(self.vocab_size)
+                        if (sp.is_control(i) or sp.is_unknown(i) or i in self.model.user_defined)
+                        and sp.id_to_piece(i)}
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        return self._sp.encode(texts, out_type=int, num_threads=self.threads)
+
+    # SentencePiece never reads special tokens out of text: plain text is any text.
+    encode_plain_many = encode_many
+
+    def _inner(self):
+        """The model with `add_dummy_prefix` off: text that continues a record after a
+        special token or a segment boundary gets no '▁' of its own (as Hugging Face's
+        Metaspace with prepend_scheme "first" and `legacy=False` tokenizers do)."""
+        if self._inner_sp is None:
+            import sentencepiece as spm
+            from sentencepiece import sentencepiece_model_pb2
+
+            proto = sentencepiece_model_pb2.ModelProto()
+            proto.ParseFromString(self._data)
+            proto.normalizer_spec.add_dummy_prefix = False
+            self._inner_sp = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+        return self._inner_sp
+
+    def encode_runs(self, runs: list[str], starts: list[bool]) -> list[list[int]]:
+        """Runs of template text between special tokens: a run that starts a record
+        encodes as the model encodes a text; any other run as the continuation of one
+        (no dummy prefix; a model that removes extra whitespace keeps one '▁' for a run
+        that starts with whitespace, as it would inside one text)."""
+        collapse = self.model.remove_extra_whitespaces
+        first = [i for i, (run, start) in enumerate(zip(runs, starts))
+                 if start or (collapse and run[:1].isspace())]
+        out = [None] * len(runs)
+        if first:
+            for i, ids in zip(first, self.encode_many([runs[i] for i in first])):
+                out[i] = ids
+        rest = [i for i, ids in enumerate(out) if ids is None]
+        if rest:
+            inner = self._inner().encode([runs[i] for i in rest], out_type=int,
+                                         num_threads=self.threads)
+            for i, ids in zip(rest, inner):
+                out[i] = ids
+        return out
+
+    def decode_many(self, ids: list[list[int]]) -> list[str]:
+        return self._sp.decode(ids)
+
+    def normalize(self, text: str) -> str:
+        """The model's normalizer alone ("▁" for spaces, the dummy prefix included)."""
+        return self._sp.normalize(text)
+
+    def surfaces(self, text: str, positions: list[int]) -> list[str]:
+        """Source substring of the tokens at `positions`: SentencePiece's piece surface."""
+        try:
+            pieces = self._sp.encode(text, out_type="immutable_proto").pieces
+        except ValueError:  # sentencepiece >= 0.2.2 only offers return_type="proto"
+            pieces = self._sp.encode(text, return_type="proto").pieces
+        return [pieces[i].surface if i < len(pieces) else "" for i in positions]
+
+    def token_id(self, token: str) -> int | None:
+        """The id of the piece `token`, None when it is not in the vocabulary."""
+        found = int(self._sp.piece_to_id(token))
+        return found if 0 <= found < self.vocab_size and self._sp.id_to_piece(found) == token else None
+
+    def token_text(self, token_id: int) -> str:
+        return self._sp.id_to_piece(int(token_id))
+
+    def pieces(self, ids) -> list[str]:
+        return [self._sp.id_to_piece(int(i)) for i in ids]
+
+    def special_tokens(self) -> list[str]:
+        """The control and unknown pieces (`<s>`, `</s>`, `<pad>`, `<unk>`, ...)."""
+        sp = self._sp
+        return [sp.id_to_piece(i) for i in range(self.vocab_size)
+                if sp.is_control(i) or sp.is_unknown(i)]
+
+    def template_tokens(self) -> list[str]:
+        """Text a chat template may write for a token: every symbol (control, unknown
+        and user-defined pieces); message content holding one is kept as plain text."""
+        return list(self.symbols)
+
+
+@dataclass(frozen=True)
+class SentencePieceModel:
+    """What a `.model` file says beyond the processor's API: how it normalizes text and
+    which pieces are user-defined symbols (matched in any text) or bytes."""
+
+    model_type: str
+    normalizer: str
+    add_dummy_prefix: bool
+    remove_extra_whitespaces: bool
+    escape_whitespaces: bool
+    treat_whitespace_as_suffix: bool
+    byte_fallback: bool
+    user_defined: frozenset
+
+
+def sp_model_facts(data: bytes) -> SentencePieceModel:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(data)
+    norm, trainer = proto.normalizer_spec, proto.trainer_spec
+    types = sentencepiece_model_pb2.TrainerSpec.ModelType
+    user = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
+    return SentencePieceModel(
+        model_type=types.Name(trainer.model_type).lower(), normalizer=norm.name or "identity",
+        add_dummy_prefix=bool(norm.add_dummy_prefix),
+        remove_extra_whitespaces=bool(norm.remove_extra_whitespaces),
+        escape_whitespaces=bool(norm.escape_whitespaces),
+        treat_whitespace_as_suffix=bool(trainer.treat_whitespace_as_suffix),
+        byte_fallback=bool(trainer.byte_fallback),
+        user_defined=frozenset(i for i, p in enumerate(proto.pieces) if p.type == user))
+
+
+class HuggingFaceTokenizer:
+    kind = "hf_json"
+
+    def __init__(self, data: bytes, display_path: str):
+        from tokenizers import Tokenizer
+
+        text = data.decode("utf-8")
+        self._tk = Tokenizer.from_str(text)
+        spec = json.loads(text)
+        self.spec = spec
+        self.symbols = None  # added tokens: the tokenizer itself reads them out of text
+        self.vocab_size = int(self._tk.get_vocab_size())
+        # Above every id it can produce: a vocabulary with gaps (an added token at 70000
+        # in 60,001 entries) needs more than get_vocab_size() says.
+        ids = self._tk.get_vocab(with_added_tokens=True).values()
+        self.id_bound = max(self.vocab_size, max(ids, default=-1) + 1)
+        self.byte_level = _is_byte_level(spec)
+        self.unk_id = _hf_unk_id(self._tk, spec, display_path, self.byte_level)
+        self.padding = _hf_padding(self._tk)  # (id, token) or None
+        self.model_pad_id = self.padding[0] if self.padding else None
+        self.model_bos_id = self.model_eos_id = None  # only a tokenizer config names them
+        # Record padding comes from our shard layout; tokenizer-side padding or
+        # truncation would silently change segment lengths.
+        self._tk.no_padding()
+        self._tk.no_truncation()
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        return [enc.ids for enc in self._tk.encode_batch(texts, add_special_tokens=False)]
+
+    def encode_plain_many(self, texts: list[str]) -> list[list[int]]:
+        """Special-token strings in `texts` (user content) as plain text, never as ids."""
+        self._tk.encode_special_tokens = True
+        try:
+            return self.encode_many(texts)
+        finally:
+            self._tk.encode_special_tokens = False
+
+    def surfaces(self, text: str, positions: list[int]) -> list[str]:
+        """Source substring of the tokens at `positions`, from the tokenizer's offsets."""
+        offsets = self._tk.encode(text, add_special_tokens=False).offsets
+        return [text[offsets[i][0]:offsets[i][1]] if i < len(offsets) else "" for i in positions]
+
+    def token_id(self, token: str) -> int | None:
+        found = self._tk.token_to_id(token)
+        return None if found is None else int(found)
+
+    def token_text(self, token_id: int) -> str | None:
+        return self._tk.id_to_token(int(token_id))
+
+    def pieces(self, ids) -> list[str | None]:
+        return [self._tk.id_to_token(int(i)) for i in ids]
+
+    def decode_many(self, ids: list[list[int]]) -> list[str]:
+        return self._tk.decode_batch(ids, skip_special_tokens=False)
+
+    def special_tokens(self) -> list[str]:
+        """The added tokens marked special=True, in tokenizer.json order."""
+        return [t["content"] for t in self.spec.get("added_tokens") or []
+                if isinstance(t, dict) and t.get("special") and isinstance(t.get("content"), str)]
+
+    # Message content with special-token text is encoded plain (`encode_plain_many`).
+    template_tokens = special_tokens
+
+
+def _declared(value) -> int | None:
+    value = int(value)
+    return value if value >= 0 else None
+
+
+def _require_id(value: int, name: str, path: str, problem: str) -> int:
+    if value < 0:
+        raise TokenizerSpecialTokenError(tokenizer=path, special_token=name, problem=problem)
+    return value
+
+
+def _is_byte_level(spec: dict) -> bool:
+    """Every byte has a token: a ByteLevel pre-tokenizer (GPT-2, Llama 3, Qwen2) or a BPE
+    with byte_fallback. Such a tokenizer can encode any text without an UNK."""
+    model = spec.get("model") or {}
+    if model.get("byte_fallback") is True:
+        return True
+
+    def has_byte_level(node) -> bool:
+        if isinstance(node, dict):
+            return node.get("type") == "ByteLevel" or any(map(has_byte_level, node.values()))
+        if isinstance(node, list):
+            return any(map(has_byte_level, node))
+        return False
+
+    return has_byte_level(spec.get("pre_tokenizer"))
+
+
+def _hf_unk_id(tk, spec: dict, path: str, byte_level: bool) -> int | None:
+    """The model's UNK id; None for a byte-level model that declares none (it can never
+    produce one)."""
+    model = spec.get("model") or {}
+    if model.get("type") == "Unigram":
+        unk = model.get("unk_id")
+        if isinstance(unk, int) and unk >= 0:
+            return unk
+        declared = unk is not None
+    else:
+        token = model.get("unk_token")
+        if isinstance(token, str) and tk.token_to_id(token) is not None:
+            return int(tk.token_to_id(token))
+        declared = token is not None
+    if byte_level and not declared:
+        return None
+    raise TokenizerSpecialTokenError(
+        tokenizer=path, special_token="unk_id",
+        problem="missing unk_id: the tokenizer model declares no usable unk token",
+        fix=None if declared else "unk")
+
+
+def _hf_padding(tk) -> tuple[int, str | None] | None:
+    """(pad id, pad token) from tokenizer.json's padding config, or None."""
+    padding = tk.padding
+    if isinstance(padding, dict):
+        token = padding.get("pad_token")
+        token = token if isinstance(token, str) else None
+        if padding.get("pad_id") is not None:
+            return int(padding["pad_id"]), token
+        if token is not None and tk.token_to_id(token) is not None:
+            return int(tk.token_to_id(token)), token
+    return None
+
+
+def load_tokenizer(kind: str, path: str, display_path: str | None = None):
+    """Load from a resolved path (local or URL); `display_path` is what the user wrote."""
+    shown = display_path or path
+    if kind not in KINDS:
+        raise TokenizerValidationError(unsupported_format=True)
+    return tokenizer_from_bytes(kind, read_tokenizer_file(path, shown), shown)
+
+
+def read_tokenizer_file(path: str, shown: str) -> bytes:
+    if not storage.exists(path):
+        raise MintDimFileNotFoundError(context="tokenizer", missing_file=shown)
+    return storage.read_bytes(path)
+
+
+def tokenizer_from_bytes(kind: str, data: bytes, shown: str):
+    """A tokenizer from the file's bytes; `shown` names the file in errors."""
+    try:
+        if kind == "sentencepiece":
+            return SentencePieceTokenizer(data, shown)
+        return HuggingFaceTokenizer(data, shown)
+    except TokenizerSpecialTokenError:
+        raise
+    except Exception as exc:  # a corrupt or mismatched file
+        raise TokenizerValidationError(
+            component="files",
+            problem=f"{shown} could not be loaded as {kind}: {type(exc).__name__}: {exc}") from None
+
+
+# One loaded tokenizer per (kind, path) per worker process: DoFn instances share it.
+_CACHE: dict[tuple[str, str], object] = {}
+
+
+def cached_tokenizer(kind: str, path: str):
+    key = (kind, path)
+    if key not in _CACHE:
+        _CACHE[key] = load_tokenizer(kind, path)
+    return _CACHE[key]

@@ -1,0 +1,47 @@
+"""The pack-build pipeline graph:
+
+Ranges -> Tokenize -> (line counts -> numbering) -> Order -> (bucket tokens -> shard
+cuts) -> Slices -> GroupByShard -> WriteShard; errors and every shard into Finalize."""
+from __future__ import annotations
+
+import apache_beam as beam
+
+from mintdim_beam.core.formats import doc_order
+from mintdim_beam.core.inputs.input_files import manifest_inputs
+from mintdim_beam.core.inputs.source import number_ranges
+from mintdim_beam.pack_build.finalize import finalize
+from mintdim_beam.pack_build.order import BucketTokens, OrderRangeFn, SliceRangeFn
+from mintdim_beam.pack_build.tokenize import COUNTS, ERRORS, TokenizeRangeFn
+from mintdim_beam.pack_build.write import WriteShardFn
+from mintdim_beam.runtime.apply_to_all import ApplyToAll
+from mintdim_beam.runtime.first_error import FirstError
+from mintdim_beam.runtime.options import is_single_process, max_line_bytes
+
+
+def expand_pack_build(p, plan, ranges):
+    """Add the whole pack-build to pipeline `p`; returns the finalized output dir."""
+    config = plan.config
+    ranges_in = p | "Ranges" >> beam.Create(ranges, reshuffle=False)
+    if not is_single_process(p.options):
+        ranges_in = ranges_in | "SpreadRanges" >> beam.Reshuffle()
+    tokenized = ranges_in | "Tokenize" >> beam.ParDo(
+        TokenizeRangeFn(plan, max_line_bytes(p.options))).with_outputs(COUNTS, ERRORS,
+                                                                       main="parts")
+    numbering = tokenized[COUNTS] | "NumberLines" >> ApplyToAll(
+        lambda counts: number_ranges([config], dict(counts)))
+    parts = tokenized.parts | "Parts" >> beam.Map(lambda part: part)
+    ordered = parts | "Order" >> beam.ParDo(OrderRangeFn(plan),
+                                            beam.pvalue.AsSingleton(numbering))
+    shard_tokens = config.shard_tokens
+    cuts = (ordered
+            | "BucketTokens" >> beam.CombineGlobally(BucketTokens())
+            | "CutShards" >> beam.Map(doc_order.shard_of_bucket, shard_tokens))
+    shards = (ordered
+              | "Slices" >> beam.ParDo(SliceRangeFn(), beam.pvalue.AsSingleton(cuts))
+              | "GroupByShard" >> beam.GroupByKey()
+              | "WriteShard" >> beam.ParDo(WriteShardFn(plan)))
+    error = tokenized[ERRORS] | "FirstError" >> FirstError({0: config}, numbering)
+    inputs = manifest_inputs(ranges).get(0, [])
+    return shards | "Finalize" >> ApplyToAll(
+        lambda written, err, all_parts: finalize(written, err, all_parts, plan, inputs),
+        beam.pvalue.AsSingleton(error), beam.pvalue.AsList(parts))

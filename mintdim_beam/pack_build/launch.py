@@ -1,0 +1,97 @@
+"""Run a pack-build: validate and prepare on the driver (every config error before any
+output), claim the output directory, run the pipeline and wait; a failure leaves
+`PACK_BUILD_FAILED.md`, no manifest, and the original error class."""
+from __future__ import annotations
+
+import json
+import sys
+
+from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack, with_run
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.files.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
+from mintdim_beam.core.files.ownership import PACK_FAILED, Claim, Heartbeat, check_free, new_run_id
+from mintdim_beam.core.inputs.source import plan_ranges
+from mintdim_beam.pack_build.finalize import MANIFEST, failed_notice
+from mintdim_beam.runtime.frozen_heap import frozen_heap
+from mintdim_beam.runtime.progress import progress_interval
+from mintdim_beam.runtime.run_shape import RunShape, shown_progress
+from mintdim_beam.runtime.sampler_period import short_sampler_period
+from mintdim_beam.runtime.signals import failed_build, received
+
+
+def log(message: str) -> None:
+    print(f"[pack-build] {message}", file=sys.stderr, flush=True)
+
+
+def _failure_notices(config, reason: str, claim: Claim) -> None:
+    out = config.output_path
+    steps = (("remove scratch files", lambda: storage.remove_tree(storage.tmp_dir(out))),
+             ("remove manifest.json", lambda: _remove(storage.join(out, MANIFEST))),
+             (f"write {PACK_FAILED}", lambda: storage.write_text_atomic(
+                 storage.join(out, PACK_FAILED), failed_notice(reason), out, scratch=out)),
+             ("mark the build failed", lambda: claim.fail(out, reason)))
+    for what, step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - never hide the build's own error
+            log(f"warning: could not {what} in {config.output_given}: {exc}")
+
+
+def _remove(path: str) -> None:
+    if storage.exists(path):
+        storage.filesystem(path).rm(path)
+
+
+def run_pack(raw: dict, pipeline_options=None) -> dict:
+    """Build and wait; returns the summary (documents, tokens, shards, ...)."""
+    received.clear()
+    run_id = new_run_id()
+    config = with_run(resolve_pack(raw), run_id)
+    check_free(config.output_path, config.output_given)
+    plan = prepare_pack(config)
+    run = RunShape(pipeline_options)
+    progress_interval()  # the environment's settings, checked before the claim
+    run.check_memory_paths([config.output_path, config.tokenizer_path]
+                           + [f.path for f in config.files])
+    ranges = plan_ranges([config], run.range_bytes)
+    claim = Claim(run_id)
+    claim.take([(config.output_path, config.output_given)])
+    if run.disk_check:  # after the claim: an unwritable output says so first
+        try:
+            check_space([(config.output_path, config.output_given,
+                          int(PACK_BUILD_PER_INPUT_BYTE * input_bytes(ranges)))])
+        except BaseException:
+            claim.undo()
+            raise
+    log(f"start output={config.output_given} files={len(config.files)} dtype={plan.dtype} "
+        f"eod={plan.eod_id} seed={config.seed} shard_tokens={config.shard_tokens} "
+        f"runner={run.runner} run={run_id}")
+    try:
+        options = run.beam_options()
+        import apache_beam as beam
+
+        from mintdim_beam.pack_build.graph import expand_pack_build
+        from mintdim_beam.runtime.options import waits
+
+        p = beam.Pipeline(options=options)
+        expand_pack_build(p, plan, ranges)
+        with frozen_heap(), short_sampler_period(), shown_progress(run, ranges, "pack-build"), \
+                Heartbeat([config.output_path]):
+            result = p.run()
+            if not waits(options):
+                log(f"submitted ({run.runner}); the job finalizes its output itself")
+                return {"output_dir": config.output_given, "state": "submitted"}
+            result.wait_until_finish()
+    except BaseException as exc:
+        error = failed_build(exc, lambda reason: _failure_notices(config, reason, claim), log)
+        if error is not None:
+            raise error from None
+        raise
+    manifest = json.loads(storage.read_bytes(storage.join(config.output_path, MANIFEST)))
+    summary = {"output_dir": config.output_given, "documents": manifest["documents"],
+               "tokens": manifest["tokens"], "empty_documents": manifest["empty_documents"],
+               "shards": len(manifest["shards"]), "dtype": manifest["dtype"],
+               "eod_id": manifest["eod"]["id"]}
+    log(f"done output={config.output_given} documents={summary['documents']} "
+        f"tokens={summary['tokens']} shards={summary['shards']}")
+    return summary

@@ -1,0 +1,198 @@
+"""Stage 1: one byte range -> its documents' tokens in scratch.
+
+Each non-blank line is parsed, its file's template rendered to one text (fields joined
+by the template's literals), and the texts tokenized a batch at a time as plain text:
+an EOD or other special-token string typed inside a document stays text, never an id.
+A document whose text gives no tokens is skipped and counted. Bad lines become pending
+errors located by (range, local line), raised with their real line number at the end,
+the first in file and line order, as in unit-build."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+
+import apache_beam as beam
+import numpy as np
+
+from mintdim_beam.core.errors import MintDimError
+from mintdim_beam.core.errors.failures import PendingError, WorkerFailure
+from mintdim_beam.core.formats.megatron import check_ids
+from mintdim_beam.core.inputs.input_files import open_range
+from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES, RangeBatches, long_line_reason
+from mintdim_beam.core.render.render_batch import parse_row
+from mintdim_beam.core.render.template import json_type_name, render_value
+from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
+from mintdim_beam.pack_build import scratch
+from mintdim_beam.runtime.progress import range_size, tally
+
+BATCH = 1024  # lines per encode call
+COUNTS, ERRORS = "counts", "errors"
+
+
+@dataclass(frozen=True)
+class RangePart:
+    """A range's documents in scratch: `docs` rows of (local line, tokens) in `table`,
+    their tokens back to back in `tokens`; `empty` documents skipped."""
+
+    key: tuple
+    file_pos: int
+    docs: int
+    tokens: int
+    empty: int
+    table: str
+    token_file: str
+
+
+def _pending(key, local_line, cls, kwargs) -> PendingError:
+    ds, file_pos, range_no = key
+    return PendingError(ds, file_pos, range_no, local_line, cls, kwargs, "file_line")
+
+
+class Renderer:
+    """One file's template: literal parts with the field values put in their slots."""
+
+    def __init__(self, fields, template):
+        self.fields = list(fields)
+        self.parts = [s.content if s.kind == "literal" else None for s in template.segments]
+        self.slots = [(i, self.fields.index(s.name)) for i, s in enumerate(template.segments)
+                      if s.kind == "field"]
+
+    def text(self, key, local_line, row):
+        """(text, None) or (None, pending error)."""
+        try:
+            values = [row[name] for name in self.fields]
+        except KeyError:
+            return None, _pending(key, local_line, "SampleSchemaError", {
+                "declared_fields": self.fields,
+                "missing_fields": [n for n in self.fields if n not in row],
+                "available_keys": [str(k) for k in row]})
+        parts = list(self.parts)
+        for slot, value_at in self.slots:
+            value = render_value(values[value_at])
+            if value is None:
+                name = self.fields[value_at]
+                return None, _pending(key, local_line, "SampleSchemaError", {
+                    "declared_fields": self.fields, "invalid_field": name,
+                    "invalid_type": json_type_name(row[name])})
+            parts[slot] = value
+        whole = "".join(parts)
+        try:
+            whole.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return None, _pending(key, local_line, "SourceParseError", {
+                "reason": f"lone surrogate {whole[exc.start]!r} in a string: not valid "
+                          "Unicode text"})
+        return whole, None
+
+
+def document_ids(plan, tokenizer, texts) -> list:
+    """Each rendered text's document as the pack writes it (its EOD aside): the BOS id if
+    the plan has one, then the text's ids encoded as plain text. [] for a text with no
+    tokens (skipped); a str (the problem) for one whose text encodes to the EOD id."""
+    bos, eod = plan.bos_id, plan.eod_id
+    out = []
+    for doc in tokenizer.encode_plain_many(texts):
+        if doc and eod in doc:
+            out.append(f"the document's text encodes to the EOD id {eod} (at token "
+                       f"{doc.index(eod)}): written, the EOD would end it there")
+        else:
+            out.append([bos] + doc if doc and bos is not None else doc)
+    return out
+
+
+def document_text(renderer, key, local_line, text, problem):
+    """(a line's rendered document text, None) or (None, its pending error)."""
+    return TokenizeRangeFn._document(key, local_line, text, problem, renderer)
+
+
+class TokenizeRangeFn(beam.DoFn):
+    def __init__(self, plan, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+        self._plan = plan
+        self._max_line_bytes = max_line_bytes
+
+    def setup(self):
+        config = self._plan.config
+        self._tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path)
+        self._renderers = [Renderer(f, t) for f, t in zip(config.fields, config.templates)]
+
+    def process(self, byte_range):
+        config, key = self._plan.config, byte_range.key
+        renderer = self._renderers[byte_range.file_pos]
+        lines, lengths, chunks, errors, empty = [], [], [], [], 0
+        size, counted = range_size(byte_range), 0
+        try:
+            with open_range(byte_range) as handle:
+                batches = RangeBatches(handle, byte_range, BATCH, self._max_line_bytes)
+                for _, entries in batches:
+                    texts, at = [], []
+                    for _, local_line, text, problem in entries:
+                        doc, error = self._document(key, local_line, text, problem, renderer)
+                        if error is not None:
+                            errors.append(error)
+                        else:
+                            texts.append(doc)
+                            at.append(local_line)
+                    skipped, tokens = self._encode(texts, at, lines, lengths, chunks,
+                                                   errors, key)
+                    empty += skipped
+                    done = counted
+                    if byte_range.codec == "plain":
+                        done = min(max(handle.tell() - byte_range.start, counted), size)
+                    tally(samples=len(entries), bytes=done - counted, tokenized=len(entries),
+                          tokens=tokens)
+                    counted = done
+        except MintDimError as exc:
+            raise WorkerFailure(exc.to_payload()) from None
+        tally(bytes=size - counted)
+        dtype = self._plan.dtype
+        tokens = np.concatenate(chunks) if chunks else np.zeros(0, dtype=dtype)
+        table = np.stack([np.asarray(lines, dtype=np.int64),
+                          np.asarray(lengths, dtype=np.int64)], axis=1).reshape(-1, 2)
+        out = config.output_path
+        table_path = scratch.name(config, key, "docs.npy")
+        token_path = scratch.name(config, key, "tok")
+        scratch.write_array(table_path, table, out)
+        scratch.write_tokens(token_path, tokens, out)
+        for error in errors:
+            yield beam.pvalue.TaggedOutput(ERRORS, error)
+        yield beam.pvalue.TaggedOutput(COUNTS, (key, (batches.lines, batches.samples)))
+        yield RangePart(key, byte_range.file_pos, len(lines), int(tokens.size), empty,
+                        table_path, token_path)
+
+    @staticmethod
+    def _document(key, local_line, text, problem, renderer):
+        if problem is not None:
+            reason = problem if type(problem) is str else long_line_reason(problem.nbytes,
+                                                                           problem.limit)
+            return None, _pending(key, local_line, "SourceParseError", {"reason": reason})
+        row, error = parse_row(key + (0,), local_line, text)
+        if error is not None:
+            return None, error
+        return renderer.text(key, local_line, row)
+
+    def _encode(self, texts, at, lines, lengths, chunks, errors, key) -> tuple[int, int]:
+        """Tokenize a batch; keep the documents with tokens. Returns how many had none
+        and how many tokens the others have. A document whose plain text encodes to the
+        EOD id (a vocabulary that has the EOD's text as an ordinary word) is an error at
+        its line: written, the EOD would end it there."""
+        if not texts:
+            return 0, 0
+        empty = 0
+        kept = []
+        for local_line, doc in zip(at, document_ids(self._plan, self._tokenizer, texts)):
+            if not doc:
+                empty += 1
+                continue
+            if isinstance(doc, str):
+                errors.append(_pending(key, local_line, "SampleSchemaError", {"problem": doc}))
+                continue
+            lines.append(local_line)
+            lengths.append(len(doc))
+            kept.append(doc)
+        if kept:
+            total = sum(len(d) for d in kept)
+            flat = np.fromiter(chain.from_iterable(kept), dtype=np.int64, count=total)
+            check_ids(flat, self._plan.dtype)
+            chunks.append(flat.astype(self._plan.dtype))
+            return empty, total
+        return empty, 0

@@ -1,0 +1,125 @@
+"""Finalize, inside the pipeline (a templated launch does not wait for the job): join
+index parts in order, write summaries and unit notices, drop temporary files, and
+write manifest.json last, so its presence means the build completed.
+"""
+from __future__ import annotations
+
+import json
+
+import apache_beam as beam
+
+from mintdim_beam.core.config.unit_config import dataset_config
+from mintdim_beam.core.errors.failures import WorkerFailure
+from mintdim_beam.core.files import checksums, storage
+from mintdim_beam.core.files.ownership import release
+from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.version import __version__
+from mintdim_beam.runtime.faults import BundleFaults
+from mintdim_beam.runtime.first_error import FirstError
+
+_EMPTY_STATS = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
+                "unk_tokens": 0, "unit_distribution": {}}
+
+
+def first_lossy(plan, part_path: str) -> dict:
+    """The payload of a `SampleRoundTripError` for the first lossy sample (the first
+    row of the first part: parts are in sample order)."""
+    first = storage.read_bytes(part_path).split(b"\n", 1)[0]
+    row = json.loads(first)
+    return {"class": "SampleRoundTripError", "kwargs": {
+        "file": row["source_file"], "line": row["source_line"],
+        "segment": row["segment_names"][0], "kind": row["kinds"][0],
+        "source": row["source"], "decoded": row["decoded"]}}
+
+
+class FinalizeFn(beam.DoFn):
+    def __init__(self, plans: dict, inputs: dict | None = None):
+        self._plans = plans
+        self._inputs = inputs or {}  # dataset -> the inputs' planned identities
+        self._faults = BundleFaults("finalize")
+
+    def start_bundle(self):
+        self._faults.start_bundle()
+
+    def process(self, ds, error, packed_plans, stats, index_parts, dup_parts, shards):
+        overflow_plans = packed_plans.unpack()
+        if error is not None:
+            raise WorkerFailure(error)
+        plan = self._plans[ds]
+        out = plan.dataset.output_path
+        sizes = overflow_plans[ds].sizes
+
+        sums = {fmt.shard_name(unit, shard): summed
+                for d, unit, shard, _, summed in shards if d == ds}
+
+        def write(name, text):
+            sums[name] = checksums.write_text(storage.join(out, name), text, out)
+
+        def concat(name, paths):
+            sums[name] = checksums.concat(storage.join(out, name), paths, out)
+
+        parts = {}
+        for kind, name in (("sample", fmt.SAMPLE_INDEX), ("unk", fmt.UNK_INDEX),
+                           ("lossy", fmt.LOSSY_INDEX)):
+            parts[kind] = [p for _, p in sorted((key, path) for k, key, path in index_parts
+                                                if k == kind and key[0] == ds)]
+            if kind == "lossy" and parts[kind] and plan.on_lossy == "abort":
+                raise WorkerFailure(first_lossy(plan, parts[kind][0]))
+            concat(name, parts[kind])
+        dups = sorted((part, path, groups, samples)
+                      for d, part, path, groups, samples in dup_parts if d == ds)
+        concat(fmt.DUPLICATE_INDEX, [d[1] for d in dups])
+        concat(fmt.OVERFLOW_INDEX, [overflow_plans[ds].rows_path])  # written by the decision
+
+        summary = stats.get(ds, _EMPTY_STATS)
+        distribution = {int(k): v for k, v in summary["unit_distribution"].items()}
+        write(fmt.HISTOGRAM, fmt.histogram_doc(distribution))
+        write(fmt.STATS, fmt.stats_doc(summary, plan.token_dtype, plan.bytes_per_token,
+                                       sum(d[2] for d in dups), sum(d[3] for d in dups)))
+        write(fmt.LENGTH_FIELD, fmt.length_field_doc(plan))
+        for size in sizes:
+            storage.makedirs(storage.join(out, fmt.unit_dir(size)))
+            if not distribution.get(size):
+                write(f"{fmt.unit_dir(size)}/{fmt.EMPTY_UNIT}", fmt.empty_unit_notice(size))
+        ours = {"mintdim_beam_version": __version__}
+        if ds in self._inputs:
+            ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
+        ours["build_config"] = dataset_config(plan.dataset)  # what `verify --deep` rebuilds
+        if plan.facts is not None:  # each special id and where it came from
+            ours["special_tokens"] = plan.facts.manifest_block()
+        ours["token_ids"] = {"bound": plan.id_bound}  # every id is below it
+        ours["round_trip"] = fmt.round_trip_doc(summary, plan)
+        ours["tokenizer_card"] = plan.card
+        ours["checksums"] = checksums.manifest_block(sums)  # every file above, as written
+        manifest = fmt.manifest_doc(plan, sizes, ours)
+        storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out)
+        self._faults.check(ds)
+        # The parts go only after the manifest: a retried Finalize must find them again
+        # and rewrite the same bytes, whichever step its first attempt died in.
+        storage.remove_tree(storage.tmp_dir(out))
+        release(out)  # last: until now the directory was this run's alone
+        yield ds, out
+
+
+class Finalize(beam.PTransform):
+    """One finalize per dataset, after every shard and part exists (side inputs)."""
+
+    def __init__(self, plans, datasets, sides: dict, inputs: dict | None = None):
+        super().__init__()
+        self._plans, self._datasets, self._sides = plans, datasets, sides
+        self._inputs = inputs
+
+    def expand(self, pbegin):
+        s = self._sides
+        datasets = self._datasets
+        error = s["errors"] | "FirstError" >> FirstError(datasets, s["numbering"])
+        return (pbegin
+                | "Datasets" >> beam.Create(sorted(self._plans))
+                | "FinalizeDataset" >> beam.ParDo(
+                    FinalizeFn(self._plans, self._inputs),
+                    beam.pvalue.AsSingleton(error),
+                    beam.pvalue.AsSingleton(s["overflow_plans"]),
+                    beam.pvalue.AsDict(s["stats"]),
+                    beam.pvalue.AsList(s["index_parts"]),
+                    beam.pvalue.AsList(s["dup_parts"]),
+                    beam.pvalue.AsList(s["shards"])))
