@@ -115,10 +115,7 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, Verifi
                 if self.deep_samples and self.p.total == 0:  # documents proven sound first
                     self._pack_deep(self.deep_samples)
         finally:
-            r = self.result
-            r.problems = self.p.finish()
-            r.problem_count = self.p.total
-            r.seconds = time.perf_counter() - start
+            self._finished(start)
         return self.result
 
     def _failed_reason(self) -> str:

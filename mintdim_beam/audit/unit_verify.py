@@ -152,11 +152,15 @@ class Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChe
                 if self.deep_samples and self.p.total == 0:  # records proven sound first
                     self._deep(self.deep_samples)
         finally:
-            r = self.result
-            r.problems = self.p.finish()
-            r.problem_count = self.p.total
-            r.seconds = time.perf_counter() - start
+            self._finished(start)
         return self.result
+
+    def _finished(self, start: float) -> None:
+        """The result's problems, their count and the time taken (a pack verifier's too)."""
+        r = self.result
+        r.problems = self.p.finish()
+        r.problem_count = self.p.total
+        r.seconds = time.perf_counter() - start
 
     def _inputs(self, inputs) -> None:
         """Which inputs the build came from, and whether each is still the same."""
