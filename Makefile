@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast test-interop clean
+.PHONY: setup demo test test-fast test-interop test-cluster clean
 
 setup: $(STAMP)
 
@@ -38,5 +38,18 @@ test-interop: $(STAMP)
 	$(PY) -m pip install --quiet torch==2.13.0 megatron-core==0.16.1 datatrove==0.10.1
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests_interop -q -p no:cacheprovider
 
+# Beam's Prism runner (a Go program) built from the Go module proxy at the version of the
+# Beam Python SDK in the venv, then the tests that run both pipelines on it and on
+# runners whose workers share nothing with the launcher (tests_cluster/).
+TOOLS := $(CURDIR)/.tools/bin
+PRISM := $(TOOLS)/prism
+$(PRISM): $(STAMP)
+	mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) GOFLAGS=-buildvcs=false go install \
+	    github.com/apache/beam/sdks/v2/go/cmd/prism@v$$($(PY) -c "import apache_beam; print(apache_beam.__version__)")
+
+test-cluster: $(STAMP) $(PRISM)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PRISM=$(PRISM) $(PY) -m pytest tests_cluster -q -p no:cacheprovider
+
 clean:
-	rm -rf $(VENV) demo_out build *.egg-info
+	rm -rf $(VENV) demo_out build *.egg-info .tools

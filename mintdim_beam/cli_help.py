@@ -50,6 +50,8 @@ FLAGS_HELP = """Flags of ours (any other argument is a Beam pipeline flag: --run
                             most 8, for the local in-process run, else 0)
   --stage_records auto|off  build: records of local outputs to scratch once tokenized (auto)
   --disk_check on|off       free disk checked before any output (on)
+  --shared_filesystem       workers elsewhere see this machine's local paths (an NFS):
+                            without it, local paths need workers on this machine
   --no_wait                 submit the job and return; it finalizes its outputs itself
 Environment: MINTDIM_PROGRESS_INTERVAL (seconds between progress lines, default 10).
 Exit codes: 0 done, 2 config error (nothing written), 1 the build failed, 130 Ctrl-C,

@@ -2,6 +2,7 @@
 real build in a working directory (paths are recorded as given, so tests chdir)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -9,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -269,3 +271,73 @@ def without_checksums(out: Path) -> Path:
     manifest.pop("checksums", None)
     path.write_text(fmt.json_document(manifest), encoding="utf-8")
     return out
+
+
+# --- storage emulators (real protocol peers on loopback) ------------------------------
+
+EMULATOR_BIN = Path(sys.executable).parent  # the venv's console scripts
+
+
+def wait_port(port: int, proc, timeout: float = 60.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"port {port} did not open")
+
+
+def serve_emulator(cmd, port, env_updates):
+    import fsspec
+
+    # The servers log every request: never a pipe nobody reads (it fills and they stall).
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc)
+    saved = {k: os.environ.get(k) for k in env_updates}
+    os.environ.update(env_updates)
+    # fsspec reads FSSPEC_* settings at import; this process imported it already.
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    return proc, saved
+
+
+def stop_emulator(proc, saved):
+    import fsspec
+
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    for protocol in ("gcs", "s3"):
+        fsspec.config.conf.pop(protocol, None)
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    fsspec.AbstractFileSystem.clear_instance_cache()
+
+
+@contextlib.contextmanager
+def gcs_emulator():
+    """The gcp-storage-emulator on a free loopback port, this process (and any it starts)
+    pointed at it, with bucket gs://mintdim-test: yields (root URL, filesystem)."""
+    import fsspec
+
+    port = _free_port()
+    proc, saved = serve_emulator([str(EMULATOR_BIN / "gcp-storage-emulator"), "start", "--host",
+                                  "127.0.0.1", "--port", str(port), "--in-memory"], port, {
+        "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}",
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",  # else a gRPC bucket probe stalls 60 s
+        "FSSPEC_GCS_TOKEN": "anon", "FSSPEC_GCS_PROJECT": "test"})
+    fsspec.AbstractFileSystem.clear_instance_cache()
+    fs = fsspec.filesystem("gs")
+    fs.mkdir("mintdim-test")
+    try:
+        yield "gs://mintdim-test", fs
+    finally:
+        stop_emulator(proc, saved)

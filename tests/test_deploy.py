@@ -56,3 +56,51 @@ def test_template_launch_submits_without_waiting_and_the_job_finalizes_itself(tm
     assert [o["state"] for o in result["outputs"]] == ["submitted", "submitted"]
     # Finalization is a pipeline step: the manifest is there without the launcher's help.
     assert (tmp_path / "a/manifest.json").exists() and (tmp_path / "b/manifest.json").exists()
+
+
+def test_the_template_entry_point_with_every_template_parameter_on_the_portable_runner(
+        tmp_path, portable_flags):
+    """What the Flex Template launcher does, with each parameter of metadata.json given
+    as the launcher passes it (`--name=value`), against the portable runner (the Fn API
+    path Dataflow Runner v2 uses): submitted without waiting, finalized by the job, the
+    bytes of the same build run by `mintdim-beam build`."""
+    from conftest import read_tree
+
+    metadata = json.loads((REPO / "deploy/dataflow/metadata.json").read_text())
+    values = {"on_overflow": "truncate", "on_template_unk": "continue",
+              "on_lossy": "continue", "input_range_bytes": "65536"}
+    config = yaml.safe_load((REPO / "examples/unit_build.yaml").read_text())
+    for key in ("source", "tokenizer"):
+        text = json.dumps(config[key]).replace("examples/", f"{REPO}/examples/")
+        config[key] = json.loads(text)
+    runs = {}
+    for name, extra in (("template", True), ("command", False)):
+        config["output"]["dir"] = [str(tmp_path / name / "a"), str(tmp_path / name / "b")]
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(config, allow_unicode=True))
+        params = {p["name"]: (str(path) if p["name"] == "config" else values[p["name"]])
+                  for p in metadata["parameters"]}
+        args = [f"--{k}={v}" for k, v in params.items()] + portable_flags
+        if extra:
+            env = dict(os.environ, FLEX_TEMPLATE_PYTHON_PY_FILE="/template/pipelines/unit_build.py")
+            cmd = [sys.executable, "-m", "pipelines.unit_build", *args]
+        else:
+            env = dict(os.environ)
+            cmd = [sys.executable, "-m", "mintdim_beam.cli", "build", *args]
+        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outputs = json.loads(proc.stdout)["outputs"]
+        if extra:  # the launcher is gone; the job runs on and finalizes its outputs
+            assert [o["state"] for o in outputs] == ["submitted", "submitted"]
+            import time
+
+            deadline = time.monotonic() + 300
+            # Finalize writes the manifest, then releases the claim (the marker goes).
+            while not all((tmp_path / name / d / "manifest.json").exists()
+                          and not (tmp_path / name / d / "_mintdim_build.json").exists()
+                          for d in ("a", "b")):
+                assert time.monotonic() < deadline, "the submitted job never finalized"
+                time.sleep(0.2)
+        runs[name] = {d: read_tree(tmp_path / name / d) for d in ("a", "b")}
+    assert runs["template"] == runs["command"]

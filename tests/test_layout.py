@@ -23,7 +23,8 @@ MAX_LINES = 600
 IGNORED_NAMES = {"build", "dist", "develop-eggs", "downloads", "eggs", "lib", "lib64",
                  "parts", "sdist", "var", "wheels", "env", "venv", "htmlcov", "target"}
 # Code outside the package that imports it: its private names are off limits there too.
-OTHER_CODE = ["tests", "tests_interop", "benchmarks", "tools", "pipelines", "examples"]
+OTHER_CODE = ["tests", "tests_interop", "tests_cluster", "benchmarks", "tools", "pipelines",
+              "examples"]
 
 
 def _capability(module: str) -> str:

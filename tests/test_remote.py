@@ -3,16 +3,15 @@ gcp-storage-emulator (through gcsfs) and moto's S3 server (through s3fs). Worker
 processes inherit the endpoint settings from the environment."""
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import fsspec
 import pytest
 
-from conftest import IN_MEMORY, MULTI_PROCESS, OUR_FILES, REPO, _free_port, reference_manifest
+from conftest import (IN_MEMORY, MULTI_PROCESS, OUR_FILES, REPO, _free_port, gcs_emulator,
+                      reference_manifest, serve_emulator, stop_emulator)
 from mintdim_beam.unit_build.launch import launch
 from mintdim_beam.core import errors
 
@@ -21,72 +20,23 @@ CASE = "shared_three_files_duplicates"
 BIN = Path(sys.executable).parent
 
 
-def _wait_port(port: int, proc, timeout: float = 60.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"port {port} did not open")
-
-
-def _serve(cmd, port, env_updates):
-    # The servers log every request: never a pipe nobody reads (it fills and they stall).
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _wait_port(port, proc)
-    saved = {k: os.environ.get(k) for k in env_updates}
-    os.environ.update(env_updates)
-    # fsspec reads FSSPEC_* settings at import; this process imported it already.
-    fsspec.config.set_conf_env(fsspec.config.conf)
-    return proc, saved
-
-
-def _stop(proc, saved):
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    for protocol in ("gcs", "s3"):
-        fsspec.config.conf.pop(protocol, None)
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    fsspec.AbstractFileSystem.clear_instance_cache()
-
-
 @pytest.fixture(scope="module")
 def gcs():
-    port = _free_port()
-    proc, saved = _serve([str(BIN / "gcp-storage-emulator"), "start", "--host", "127.0.0.1",
-                          "--port", str(port), "--in-memory"], port, {
-        "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}",
-        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",  # else a gRPC bucket probe stalls 60 s
-        "FSSPEC_GCS_TOKEN": "anon", "FSSPEC_GCS_PROJECT": "test"})
-    fsspec.AbstractFileSystem.clear_instance_cache()
-    fs = fsspec.filesystem("gs")
-    fs.mkdir("mintdim-test")
-    yield "gs://mintdim-test", fs
-    _stop(proc, saved)
+    with gcs_emulator() as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
 def s3():
     port = _free_port()
-    proc, saved = _serve([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], port, {
+    proc, saved = serve_emulator([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], port, {
         "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1", "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}"})
     fsspec.AbstractFileSystem.clear_instance_cache()
     fs = fsspec.filesystem("s3")
     fs.mkdir("mintdim-test")
     yield "s3://mintdim-test", fs
-    _stop(proc, saved)
+    stop_emulator(proc, saved)
 
 
 def _case() -> dict:

@@ -4,15 +4,13 @@ Two parts:
 
 1. **The histogram pass** (`token_histograms`): a Beam job over the same sources,
    templates and tokenizer as the build (ReadJSONL -> Render -> Tokenize, shared with
-   the build through `build._read_and_tokenize`) that counts, per output dataset, how
-   many samples have each exact token count: one `Counter` per tokenized batch,
-   combined per dataset with a `CombinePerKey`. The result is written as JSON to a
-   temporary file on the driver's local filesystem, which the driver reads back once
-   the job is done. So the *result file* is local-only: it works with every local
-   runner (in-memory or multi-process FnApiRunner, BundleBasedDirectRunner) and with a
-   PortableRunner whose workers share the driver's filesystem (the local worker pool of
-   `deploy/local/portable.sh`); on a cluster whose workers cannot write the driver's
-   /tmp the job runs but the driver finds no result and raises a clear error.
+   the build through `unit_build.graph.read_and_tokenize`) that counts, per output
+   dataset, how many samples have each exact token count: one `Counter` per tokenized
+   batch, combined per dataset with a `CombinePerKey`. The result is written as JSON
+   through the storage layer where the driver reads it back once the job is done: a
+   local temporary directory when the workers share this machine's disk (every local
+   runner, a loopback PortableRunner), else a folder under `--temp_location` (a URL);
+   a runner with neither is a config error before the job runs.
    Bad input lines raise the build's own error class (SourceParseError,
    SampleSchemaError, ...) with file and 1-based line, the first in file/line order,
    exactly as the build does. Config errors come from the build's own validation
@@ -47,16 +45,19 @@ exact int64 (max count * samples must stay below 2**62).
 """
 from __future__ import annotations
 
+import contextlib
 import json
-import os
+import posixpath
 import sys
 import tempfile
+import uuid
 from collections import Counter
 
 import apache_beam as beam
 import numpy as np
 
 from mintdim_beam.core.errors import MintDimError, PipelineValidationError, error_from_payload
+from mintdim_beam.core.files import storage
 
 _BLOCK = 256  # rows (values of p) per numpy block in the DP
 
@@ -228,10 +229,10 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
         doc = {"histograms": {str(ds): {str(c): int(n) for c, n in sorted(h.items())}
                               for ds, h in sorted(hists.items())},
                "error": err}
-        tmp = f"{result_path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(doc, handle)
-        os.replace(tmp, result_path)  # a retried bundle rewrites the same document
+        # Through the storage layer, under a temporary name then renamed: a retried
+        # bundle rewrites the same document, on whatever disk the worker has.
+        storage.write_atomic(result_path, json.dumps(doc).encode("utf-8"),
+                             posixpath.dirname(result_path))
 
     return histograms | "Save" >> ApplyToAll(lambda hists, err: save(dict(hists), err),
                                              beam.pvalue.AsSingleton(error))
@@ -248,6 +249,29 @@ def _prepare(raw: dict, doc_policies: tuple[str, str] = ("prompt", "prompt")):
     return {d.index: prepare(d) for d in datasets}, datasets
 
 
+@contextlib.contextmanager
+def _result_dir(options, shape):
+    """Where the histogram pass leaves its result for the driver: a local temporary
+    directory when the workers share this disk, else a fresh folder under the run's
+    `--temp_location` (a URL every worker and the driver reach), removed afterwards."""
+    if shape.shared_disk:
+        with tempfile.TemporaryDirectory(prefix="mintdim-plan-") as scratch:
+            yield scratch
+        return
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+    temp = options.view_as(GoogleCloudOptions).temp_location
+    if not temp or not storage.is_url(temp):
+        raise PipelineValidationError(missing=[
+            f"--temp_location=gs://... or s3://... for plan on {shape.runner}: its workers do "
+            "not share this machine's disk, and the histograms come back through it"])
+    scratch = storage.join(temp, f"mintdim-plan-{uuid.uuid4().hex}")
+    try:
+        yield scratch
+    finally:
+        storage.remove_tree(scratch)
+
+
 def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "prompt")):
     """Run the histogram pass for a raw config (as for `run()`); returns
     (plans, {dataset index: {token_count: samples}}). Raises the build's error classes:
@@ -256,13 +280,17 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
     from mintdim_beam.core.inputs.source import plan_ranges
     from mintdim_beam.runtime.frozen_heap import frozen_heap
     from mintdim_beam.runtime.options import make_options, range_bytes
+    from mintdim_beam.runtime.run_shape import RunShape
     from mintdim_beam.runtime.sampler_period import short_sampler_period
 
     plans, datasets = _prepare(raw, policies)
     options = make_options(pipeline_options)
+    shape = RunShape(options)
+    shape.check_shared_paths([("input", f.given) for d in datasets for f in d.files]
+                             + [("tokenizer", d.tokenizer_given) for d in datasets])
     ranges = plan_ranges(datasets, range_bytes(options))
-    with tempfile.TemporaryDirectory(prefix="mintdim-plan-") as scratch:
-        result_path = os.path.join(scratch, "histograms.json")
+    with _result_dir(options, shape) as scratch:
+        result_path = storage.join(scratch, "histograms.json")
         try:
             with frozen_heap(), short_sampler_period(), beam.Pipeline(options=options) as p:
                 expand_histograms(p, plans, ranges, result_path)
@@ -272,13 +300,9 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
                 raise
             error.phase = "build"
             raise error from None
-        if not os.path.exists(result_path):
-            raise RuntimeError(
-                f"the plan job finished but wrote no result to {result_path}: the histogram "
-                "pass writes its result on the driver's local filesystem, so its workers "
-                "must share it (local runners, or a PortableRunner with a local worker pool)")
-        with open(result_path, encoding="utf-8") as handle:
-            doc = json.load(handle)
+        if not storage.exists(result_path):
+            raise RuntimeError(f"the plan job finished but wrote no result to {result_path}")
+        doc = json.loads(storage.read_bytes(result_path))
     if doc["error"] is not None:
         error = error_from_payload(doc["error"])
         error.phase = "build"
@@ -292,8 +316,6 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
 def plan_document(plans: dict, histograms: dict, k: int, max_size: int | None) -> list[dict]:
     """Per dataset: current sizes vs the recommendation, and the histogram."""
     from pathlib import Path
-
-    from mintdim_beam.core.files import storage
 
     docs = []
     for ds in sorted(plans):

@@ -7,6 +7,7 @@ import json
 import sys
 
 from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack, with_run
+from mintdim_beam.core.errors import OutputWriteError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.files.ownership import PACK_FAILED, Claim, Heartbeat, check_free, new_run_id
@@ -53,6 +54,8 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
     progress_interval()  # the environment's settings, checked before the claim
     run.check_memory_paths([config.output_path, config.tokenizer_path]
                            + [f.path for f in config.files])
+    run.check_shared_paths([("input", f.given) for f in config.files]
+                           + [("tokenizer", config.tokenizer_given), ("output", config.output_given)])
     ranges = plan_ranges([config], run.range_bytes)
     claim = Claim(run_id)
     claim.take([(config.output_path, config.output_given)])
@@ -82,12 +85,13 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
                 log(f"submitted ({run.runner}); the job finalizes its output itself")
                 return {"output_dir": config.output_given, "state": "submitted"}
             result.wait_until_finish()
+        # Inside the failure handling, as for unit-build.
+        manifest = _finished_manifest(config)
     except BaseException as exc:
         error = failed_build(exc, lambda reason: _failure_notices(config, reason, claim), log)
         if error is not None:
             raise error from None
         raise
-    manifest = json.loads(storage.read_bytes(storage.join(config.output_path, MANIFEST)))
     summary = {"output_dir": config.output_given, "documents": manifest["documents"],
                "tokens": manifest["tokens"], "empty_documents": manifest["empty_documents"],
                "shards": len(manifest["shards"]), "dtype": manifest["dtype"],
@@ -95,3 +99,13 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
     log(f"done output={config.output_given} documents={summary['documents']} "
         f"tokens={summary['tokens']} shards={summary['shards']}")
     return summary
+
+
+def _finished_manifest(config) -> dict:
+    path = storage.join(config.output_path, MANIFEST)
+    try:
+        return json.loads(storage.read_bytes(path))
+    except FileNotFoundError:
+        raise OutputWriteError(directory=config.output_given, reason=(
+            f"the job ended but {path} is not there: its workers wrote the output elsewhere "
+            "(a local path on workers that do not share this disk?)")) from None

@@ -34,6 +34,10 @@ class MintDimOptions(PipelineOptions):
                             help="on: a local output whose disk has less free space than the "
                                  "build's estimate (README, Disk) is an error before any "
                                  "output; off: skip the check")
+        parser.add_argument("--shared_filesystem", action="store_true", default=False,
+                            help="every worker sees this machine's local paths (an NFS or a "
+                                 "volume mounted alike everywhere): local paths are allowed on "
+                                 "a runner whose workers run elsewhere")
         parser.add_argument("--stage_records", choices=("auto", "off"), default="auto",
                             help="auto: records of samples that fit a declared unit go to block "
                                  "files in the output's scratch dir as soon as they are "
@@ -158,3 +162,47 @@ def checks_disk(options: PipelineOptions) -> bool:
 def stages_records(options: PipelineOptions) -> bool:
     """Whether StageRecords may stage local outputs' records (`--stage_records`)."""
     return options.view_as(MintDimOptions).stage_records == "auto"
+
+
+def _loopback(address) -> bool:
+    """Whether a host[:port] (or a URL) names this machine by a loopback address."""
+    if not address:
+        return False
+    text = str(address).split("://", 1)[-1]
+    host = text[1:text.index("]")] if text.startswith("[") and "]" in text else text.rsplit(":", 1)[0]
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def workers_share_disk(options: PipelineOptions) -> bool:
+    """Whether every worker of this run sees this machine's local paths: the in-process
+    and multi-process FnApiRunner; a PortableRunner, FlinkRunner or PrismRunner whose job
+    endpoint, Flink master and worker endpoints are all loopback addresses (workers
+    started as processes or in loopback mode, never in containers); or any runner with
+    --shared_filesystem. Dataflow and anything else: no."""
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    if options.view_as(MintDimOptions).shared_filesystem:
+        return True
+    runner = runner_name(options)
+    if runner in LOCAL_RUNNERS:
+        return True
+    if runner not in ("PortableRunner", "FlinkRunner", "PrismRunner"):
+        return False
+    portable = options.view_as(PortableOptions)
+    if portable.job_endpoint and portable.job_endpoint != "embed" \
+            and not _loopback(portable.job_endpoint):
+        return False
+    if runner == "FlinkRunner":
+        from apache_beam.options.pipeline_options import FlinkRunnerOptions
+
+        master = options.view_as(FlinkRunnerOptions).flink_master
+        if master not in (None, "[auto]", "[local]") and not _loopback(master):
+            return False
+    environment = (portable.environment_type or ("LOOPBACK" if runner == "PrismRunner"
+                                                 else "DOCKER")).upper()
+    if environment in ("LOOPBACK", "PROCESS"):
+        return True
+    if environment == "EXTERNAL":
+        config = portable.environment_config or ""
+        return bool(config) and all(_loopback(part) for part in config.split(","))
+    return False  # DOCKER: each worker has a container's filesystem

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 
 from mintdim_beam.core.errors import PipelineValidationError
+from mintdim_beam.core.files import storage
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES, DEFAULT_RANGE_BYTES
 from mintdim_beam.runtime.local_default import DEFAULT_RUNNER, auto_encoder_processes
 from mintdim_beam.runtime.progress import Progress, range_size
@@ -21,10 +22,11 @@ class RunShape:
             self.range_bytes, self.early_helpers = DEFAULT_RANGE_BYTES, auto_encoder_processes()
             self.max_line_bytes = DEFAULT_MAX_LINE_BYTES
             self.disk_check, self.one_process = True, True
+            self.shared_disk = True
             return
         from mintdim_beam.runtime.options import (checks_disk, encoder_processes, is_local,
                                                   is_single_process, make_options, max_line_bytes,
-                                                  range_bytes, runner_name)
+                                                  range_bytes, runner_name, workers_share_disk)
 
         self.options = make_options(pipeline_options)
         self.runner, self.local = runner_name(self.options), is_local(self.options)
@@ -32,6 +34,7 @@ class RunShape:
         self.max_line_bytes = max_line_bytes(self.options)
         self.disk_check = checks_disk(self.options)
         self.one_process = is_single_process(self.options)
+        self.shared_disk = workers_share_disk(self.options)
         # Helpers for an in-process worker start before the pipeline is built.
         self.early_helpers = (encoder_processes(self.options)
                               if is_single_process(self.options) else 0)
@@ -45,6 +48,23 @@ class RunShape:
                 f"paths other than memory:// ({', '.join(found[:3])}) for a runner with "
                 "worker processes (memory:// is one process's: use --runner=FnApiRunner "
                 "in memory, or a local path or gs:// / s3:// URL)"])
+
+    def check_shared_paths(self, named) -> None:
+        """`named`: (what, path as given) of everything the workers open (inputs, the
+        tokenizer, outputs). On a runner whose workers do not share this machine's disk a
+        local or relative path would be looked up on each worker's own disk (an input
+        "no longer exists", scratch written on one worker and read on another): a config
+        error before any output, naming each path."""
+        if self.shared_disk:
+            return
+        local = [(what, given) for what, given in named
+                 if given and not storage.is_url(str(given))]
+        if local:
+            raise PipelineValidationError(missing=[
+                f"a URL (gs://, s3://) for {what} {given!r}: the workers of {self.runner} do not "
+                "share this machine's disk (or, if they do, say so with --shared_filesystem: "
+                "an NFS or a volume mounted at the same path on every worker)"
+                for what, given in local])
 
     def beam_options(self):
         from mintdim_beam.runtime.options import make_options

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from mintdim_beam.core.config.prepare import prepare
 from mintdim_beam.core.config.unit_config import resolve_datasets
-from mintdim_beam.core.errors import (PipelineValidationError, TemplateRoundTripError,
-                                      TemplateTokenizerError, error_from_payload)
+from mintdim_beam.core.errors import (OutputWriteError, PipelineValidationError,
+                                      TemplateRoundTripError, TemplateTokenizerError,
+                                      error_from_payload)
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import UNIT_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.files.ownership import Claim, Heartbeat, check_free, new_run_id
@@ -138,8 +139,13 @@ def _output_summary(plan) -> dict:
     import json
 
     out = plan.dataset.output_path
-    stats = json.loads(storage.read_bytes(storage.join(out, fmt.STATS)))
-    manifest = json.loads(storage.read_bytes(storage.join(out, fmt.MANIFEST)))
+    try:
+        stats = json.loads(storage.read_bytes(storage.join(out, fmt.STATS)))
+        manifest = json.loads(storage.read_bytes(storage.join(out, fmt.MANIFEST)))
+    except FileNotFoundError as exc:
+        raise OutputWriteError(directory=plan.dataset.output_given, reason=(
+            f"the job ended but {exc.filename or exc} is not there: its workers wrote the "
+            "output elsewhere (a local path on workers that do not share this disk?)")) from None
     given = plan.dataset.output_given
     return {"output_dir": given if storage.is_url(given) else str(Path(given)),
             "total_samples": stats["total_samples"], "total_tokens": stats["total_tokens"],
@@ -188,6 +194,9 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
     progress_interval()  # the environment's settings, checked before the claim
     run.check_memory_paths([d.output_path for d in datasets] + [d.tokenizer_path for d in datasets]
                            + [f.path for d in datasets for f in d.files])
+    run.check_shared_paths([("input", f.given) for d in datasets for f in d.files]
+                           + [("tokenizer", d.tokenizer_given) for d in datasets]
+                           + [("output", d.output_given) for d in datasets])
     interactive = run.local and stdin_is_tty()
     _resolve_template_unk(plans, on_template_unk, interactive)
     _resolve_notices(plans, on_lossy)
@@ -235,13 +244,15 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
                     return [{"output_dir": plan.dataset.output_given, "state": "submitted"}
                             for plan in plans.values()], pipeline_result
                 pipeline_result.wait_until_finish()
+        # Inside the failure handling: a finished job whose output is not where the
+        # launcher looks still ends with notices and the marker marked failed.
+        outputs = [_output_summary(plans[ds]) for ds in sorted(plans)]
     except BaseException as exc:
         error = failed_build(exc, lambda reason: _write_failure_notices(plans, reason, claim),
                              log)
         if error is not None:
             raise error from None
         raise
-    outputs = [_output_summary(plans[ds]) for ds in sorted(plans)]
     for out in outputs:
         log(f"done output={out['output_dir']} samples={out['total_samples']} "
             f"tokens={out['total_tokens']} samples_with_unk={out['samples_with_unk']} "

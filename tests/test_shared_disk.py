@@ -1,0 +1,182 @@
+"""Which runs share this machine's disk, and what a run whose workers do not is refused:
+local paths are a config error before any output (issue 27), naming each path and the
+two ways out (a URL, or --shared_filesystem); `plan` returns its histograms through a
+URL there; a job whose output is not where the launcher looks ends as a failed build
+with its notices, never a bare FileNotFoundError."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from conftest import REPO
+from mintdim_beam.core import errors
+from mintdim_beam.runtime.options import workers_share_disk
+
+BIN = Path(sys.executable).parent
+REMOTE = ["--runner=PortableRunner", "--job_endpoint=10.254.0.9:8099",
+          "--environment_type=EXTERNAL", "--environment_config=10.254.0.9:50000"]
+
+
+@pytest.mark.parametrize("flags, shared", [
+    ([], True),
+    (["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
+      "--direct_num_workers=2"], True),
+    (["--runner=BundleBasedDirectRunner"], True),
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=EXTERNAL",
+      "--environment_config=localhost:50000"], True),
+    (["--runner=PortableRunner", "--job_endpoint=127.0.0.1:8099", "--environment_type=PROCESS",
+      "--environment_config={}"], True),
+    (["--runner=PrismRunner"], True),
+    (["--runner=FlinkRunner", "--flink_master=localhost:8081", "--environment_type=LOOPBACK"], True),
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], False),  # DOCKER workers
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=EXTERNAL",
+      "--environment_config=10.254.0.9:50000"], False),
+    (REMOTE, False),
+    (["--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081",
+      "--environment_type=LOOPBACK"], False),
+    (["--runner=DataflowRunner"], False),
+    (["--runner=DataflowRunner", "--shared_filesystem"], True),
+    (REMOTE + ["--shared_filesystem"], True),
+])
+def test_which_runs_share_this_machines_disk(flags, shared):
+    assert workers_share_disk(PipelineOptions(flags)) is shared
+
+
+def _config(tmp_path, output) -> Path:
+    config = {"source": {"files": ["data/rows.jsonl"], "fields": [["text"]], "templates": ["{text}"]},
+              "tokenizer": {"type": "sentencepiece",
+                            "files": [str(REPO / "examples/tokenizer/demo.model")]},
+              "units": {"sizes": [[64]], "build_batch": [8]},
+              "output": {"dir": output, "samples_per_shard": [10]}}
+    (tmp_path / "data").mkdir(exist_ok=True)
+    (tmp_path / "data/rows.jsonl").write_text('{"text": "hello"}\n')
+    path = tmp_path / "build.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _cli(tmp_path, *args):
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    return subprocess.run([str(BIN / "mintdim-beam"), *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+
+
+def test_local_paths_on_workers_elsewhere_are_a_config_error_before_any_output(tmp_path):
+    """The probe's `SourceChangedError ... no longer exists` for a relative input on a
+    worker that never had it: now exit 2 before the job is submitted (the job endpoint
+    here answers nothing, so nothing may try it), every local path named."""
+    proc = _cli(tmp_path, "build", _config(tmp_path, "out"), *REMOTE)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "PipelineValidationError" in proc.stderr
+    for what, path in (("input", "data/rows.jsonl"), ("output", "out"),
+                       ("tokenizer", str(REPO / "examples/tokenizer/demo.model"))):
+        assert f"for {what} '{path}'" in proc.stderr
+    assert "--shared_filesystem" in proc.stderr and "gs://" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_pack_build_and_plan_keep_the_same_rule(tmp_path):
+    pack = {"source": {"files": ["data/rows.jsonl"], "fields": [["text"]], "templates": ["{text}"]},
+            "tokenizer": {"type": "hf_json", "files": [str(REPO / "examples/chat/tokenizer.json")],
+                          "config": str(REPO / "examples/chat/tokenizer_config.json")},
+            "pack": {"eod": None}, "output": {"dir": "pack_out"}}
+    _config(tmp_path, "out")
+    (tmp_path / "pack.json").write_text(json.dumps(pack))
+    proc = _cli(tmp_path, "pack", tmp_path / "pack.json", *REMOTE)
+    assert proc.returncode == 2 and "for input 'data/rows.jsonl'" in proc.stderr
+    assert not (tmp_path / "pack_out").exists()
+    proc = _cli(tmp_path, "plan", _config(tmp_path, "out"), "--units", "2", *REMOTE)
+    assert proc.returncode == 2 and "for input 'data/rows.jsonl'" in proc.stderr
+
+
+def test_plan_on_workers_elsewhere_needs_a_temp_location_url():
+    """The histograms come back through storage: a local temporary file would be
+    written on a worker's own disk (the probe's FileNotFoundError in 'Save/Apply'). With
+    every path a URL and no --temp_location URL, it is a config error before the job
+    is submitted (the endpoint here answers nothing)."""
+    import fsspec
+
+    from mintdim_beam.audit.plan import token_histograms
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/plan-probe/rows.jsonl", b'{"text": "hello"}\n')
+    fs.pipe("/plan-probe/demo.model", (REPO / "examples/tokenizer/demo.model").read_bytes())
+    raw = {"source": {"files": ["memory://plan-probe/rows.jsonl"], "fields": [["text"]],
+                      "templates": ["{text}"]},
+           "tokenizer": {"type": "sentencepiece", "files": ["memory://plan-probe/demo.model"]},
+           "units": {"sizes": [[64]], "build_batch": [8]},
+           "output": {"dir": "memory://plan-probe/out", "samples_per_shard": [10]}}
+    for extra in ([], ["--temp_location=/tmp/not-a-url"]):
+        with pytest.raises(errors.PipelineValidationError) as info:
+            token_histograms(raw, REMOTE + extra, policies=("continue", "truncate"))
+        assert "--temp_location=gs://" in str(info.value)
+
+
+@pytest.mark.slow
+def test_a_finished_job_whose_output_is_elsewhere_is_a_failed_build(tmp_path):
+    """A worker pool with a disk of its own (a tmpfs over this test's folder, in its own
+    mount namespace) and an output there declared shared when it is not: the job writes the output on the worker's disk,
+    the launcher finds no manifest. It ends as the build's failure (exit 1, an
+    OutputWriteError naming the directory), its notices written and the marker marked
+    failed, not a FileNotFoundError outside the failure handling."""
+    import shutil
+    import socket
+    import time
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        pool_port = s.getsockname()[1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        job_port = s.getsockname()[1]
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    # The pool's own disk where this test keeps its files (the repository and the venv,
+    # wherever a clone lives, stay visible to it).
+    private = tmp_path / "here"
+    private.mkdir()
+    pool = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         f"mount -t tmpfs tmpfs {private} && exec {sys.executable} -m "
+         f"apache_beam.runners.worker.worker_pool_main --service_port {pool_port}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    jobs = subprocess.Popen([sys.executable, "-m",
+                             "apache_beam.runners.portability.local_job_service_main",
+                             "--port", str(job_port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for port in (pool_port, job_port):
+            for _ in range(150):
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+        out = private / "out"  # the worker pool has a disk of its own there
+        flags = ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}",
+                 "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool_port}",
+                 "--shared_filesystem"]
+        config = _config(tmp_path, str(out))
+        data = json.loads(config.read_text())
+        data["source"]["files"] = [str(REPO / "examples/data/chat.jsonl")]
+        data["source"]["fields"] = [["prompt", "response"]]
+        data["source"]["templates"] = ["{prompt} {response}"]
+        config.write_text(json.dumps(data))
+        proc = _cli(tmp_path, "build", config, "--on_template_unk=continue",
+                    "--on_overflow=truncate", *flags)
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert "OutputWriteError" in proc.stderr and str(out) in proc.stderr
+        assert "Traceback" not in proc.stderr
+        marker = json.loads((out / "_mintdim_build.json").read_text())
+        assert marker["state"] == "failed" and "OutputWriteError" in marker["reason"]
+        assert (out / "unit_64/UNIT_BUILD_FAILED.md").exists()
+        assert not (out / "manifest.json").exists()
+    finally:
+        for proc_ in (jobs, pool):
+            proc_.terminate()
+            proc_.wait(timeout=30)

@@ -1,0 +1,58 @@
+"""Both pipelines on Beam's Prism runner (a Go program, built by `make test-cluster` from
+the Go module proxy at the venv's Beam version) give the bytes of the default local
+run: a unit-build of two templated datasets, a dialogue build and a pack-build.
+
+Prism runs its workers in loopback mode, on this machine, so local paths hold
+(`runtime.options.workers_share_disk`). Not part of `make test`: it needs the binary."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from conftest import read_tree  # noqa: E402
+
+PRISM = os.environ.get("MINTDIM_PRISM", str(REPO / ".tools/bin/prism"))
+BIN = Path(sys.executable).parent
+BUILDS = [("build", "examples/unit_build.yaml", ["instruction_units", "chat_units"]),
+          ("build", "examples/chat/chat_build.yaml", ["chat_dialogues"]),
+          ("pack", "examples/pack/pack_build.yaml", ["pretrain"])]
+
+
+def _run(work: Path, command: str, config: str, flags=()) -> None:
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    proc = subprocess.run([str(BIN / "mintdim-beam"), command, config, *flags], cwd=work,
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def _tree(out: Path) -> dict:
+    tree = read_tree(out)
+    tree.pop("per_dataset_sequences.json", None)  # names the absolute output path
+    return tree
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("local")
+    shutil.copytree(REPO / "examples", work / "examples")
+    for command, config, _ in BUILDS:
+        _run(work, command, config)
+    return work
+
+
+@pytest.mark.parametrize("command, config, outputs", BUILDS, ids=[b[1] for b in BUILDS])
+def test_prism_gives_the_bytes_of_the_local_run(local_run, tmp_path, command, config, outputs):
+    assert Path(PRISM).is_file(), f"no Prism binary at {PRISM}: `make test-cluster` builds it"
+    work = tmp_path / "prism"
+    work.mkdir()
+    shutil.copytree(REPO / "examples", work / "examples")
+    _run(work, command, config, ["--runner=PrismRunner", f"--prism_location={PRISM}"])
+    for name in outputs:
+        got, want = _tree(work / "artifacts" / name), _tree(local_run / "artifacts" / name)
+        assert sorted(got) == sorted(want)
+        assert [n for n in got if got[n] != want[n]] == []
