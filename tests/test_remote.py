@@ -94,7 +94,7 @@ def test_bucket_build_equals_the_local_build(store, request):
     mapping = _upload(fs, root, "in")
     out = f"{root}/out-{store}"
     outputs, _ = launch(_config(mapping, out), "abort", _case()["on_overflow"],
-                        MULTI_PROCESS + ["--input_range_bytes=512"])
+                        MULTI_PROCESS + ["--input_range_bytes=4096"])  # 31 ranges
     assert outputs[0]["output_dir"] == out and outputs[0]["total_samples"] > 0
     tree = _localized(_download(fs, out), mapping)
     assert not [k for k in tree if "_mintdim_tmp" in k or k.endswith(".tmp")]

@@ -1,0 +1,165 @@
+"""Launches the way a cluster would see them, on Beam's job service with an EXTERNAL
+worker pool (the Fn API path Flink and Dataflow Runner v2 use): the Flex Template's
+entry point with every template parameter, and a job whose output lands on a worker's
+own disk. In `make test-cluster`, beside Prism and the shared-nothing runs."""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from conftest import read_tree  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def portable_flags(tmp_path_factory):
+    """Beam's Python job service + an EXTERNAL worker pool on free loopback ports,
+    started and stopped with deploy/local/portable.sh."""
+    state = tmp_path_factory.mktemp("portable")
+    env = dict(os.environ, VENV=sys.prefix, MINTDIM_PORTABLE_STATE=str(state))
+    script = str(REPO / "deploy/local/portable.sh")
+    subprocess.run([script, "start", str(_free_port()), str(_free_port())], env=env, check=True,
+                   capture_output=True, timeout=120)
+    try:
+        yield subprocess.run([script, "flags"], env=env, check=True, capture_output=True,
+                             text=True).stdout.split()
+    finally:
+        subprocess.run([script, "stop"], env=env, timeout=60)
+
+
+def _config(tmp_path, output) -> Path:
+    config = {"source": {"files": [str(REPO / "examples/data/chat.jsonl")],
+                         "fields": [["prompt", "response"]], "templates": ["{prompt} {response}"]},
+              "tokenizer": {"type": "sentencepiece",
+                            "files": [str(REPO / "examples/tokenizer/demo.model")]},
+              "units": {"sizes": [[64]], "build_batch": [8]},
+              "output": {"dir": output, "samples_per_shard": [10]}}
+    path = tmp_path / "build.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _cli(tmp_path, *args):
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    return subprocess.run([str(BIN / "mintdim-beam"), *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=600)
+
+
+def test_the_template_entry_point_with_every_template_parameter_on_the_portable_runner(
+        tmp_path, portable_flags):
+    """What the Flex Template launcher does, with each parameter of metadata.json given
+    as the launcher passes it (`--name=value`), against the portable runner (the Fn API
+    path Dataflow Runner v2 uses): submitted without waiting, finalized by the job, the
+    bytes of the same build run by `mintdim-beam build`."""
+    metadata = json.loads((REPO / "deploy/dataflow/metadata.json").read_text())
+    values = {"on_overflow": "truncate", "on_template_unk": "continue",
+              "on_lossy": "continue", "input_range_bytes": "65536"}
+    config = yaml.safe_load((REPO / "examples/unit_build.yaml").read_text())
+    for key in ("source", "tokenizer"):
+        text = json.dumps(config[key]).replace("examples/", f"{REPO}/examples/")
+        config[key] = json.loads(text)
+    runs = {}
+    for name, extra in (("template", True), ("command", False)):
+        config["output"]["dir"] = [str(tmp_path / name / "a"), str(tmp_path / name / "b")]
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(config, allow_unicode=True))
+        params = {p["name"]: (str(path) if p["name"] == "config" else values[p["name"]])
+                  for p in metadata["parameters"]}
+        args = [f"--{k}={v}" for k, v in params.items()] + portable_flags
+        if extra:
+            env = dict(os.environ, FLEX_TEMPLATE_PYTHON_PY_FILE="/template/pipelines/unit_build.py")
+            cmd = [sys.executable, "-m", "pipelines.unit_build", *args]
+        else:
+            env = dict(os.environ)
+            cmd = [sys.executable, "-m", "mintdim_beam.cli", "build", *args]
+        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outputs = json.loads(proc.stdout)["outputs"]
+        if extra:  # the launcher is gone; the job runs on and finalizes its outputs
+            assert [o["state"] for o in outputs] == ["submitted", "submitted"]
+            import time
+
+            deadline = time.monotonic() + 300
+            # Finalize writes the manifest, then releases the claim (the marker goes).
+            while not all((tmp_path / name / d / "manifest.json").exists()
+                          and not (tmp_path / name / d / "_mintdim_build.json").exists()
+                          for d in ("a", "b")):
+                assert time.monotonic() < deadline, "the submitted job never finalized"
+                time.sleep(0.2)
+        runs[name] = {d: read_tree(tmp_path / name / d) for d in ("a", "b")}
+    assert runs["template"] == runs["command"]
+
+
+def test_a_finished_job_whose_output_is_elsewhere_is_a_failed_build(tmp_path):
+    """A worker pool with a disk of its own (a tmpfs over this test's folder, in its own
+    mount namespace) and an output there declared shared when it is not: the job writes the output on the worker's disk,
+    the launcher finds no manifest. It ends as the build's failure (exit 1, an
+    OutputWriteError naming the directory), its notices written and the marker marked
+    failed, not a FileNotFoundError outside the failure handling."""
+    import shutil
+    import socket
+    import time
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        pool_port = s.getsockname()[1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        job_port = s.getsockname()[1]
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    # The pool's own disk where this test keeps its files (the repository and the venv,
+    # wherever a clone lives, stay visible to it).
+    private = tmp_path / "here"
+    private.mkdir()
+    pool = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         f"mount -t tmpfs tmpfs {private} && exec {sys.executable} -m "
+         f"apache_beam.runners.worker.worker_pool_main --service_port {pool_port}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    jobs = subprocess.Popen([sys.executable, "-m",
+                             "apache_beam.runners.portability.local_job_service_main",
+                             "--port", str(job_port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for port in (pool_port, job_port):
+            for _ in range(150):
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+        out = private / "out"  # the worker pool has a disk of its own there
+        flags = ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}",
+                 "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool_port}",
+                 "--shared_filesystem"]
+        config = _config(tmp_path, str(out))
+        proc = _cli(tmp_path, "build", config, "--on_template_unk=continue",
+                    "--on_overflow=truncate", *flags)
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert "OutputWriteError" in proc.stderr and str(out) in proc.stderr
+        assert "Traceback" not in proc.stderr
+        marker = json.loads((out / "_mintdim_build.json").read_text())
+        assert marker["state"] == "failed" and "OutputWriteError" in marker["reason"]
+        assert (out / "unit_64/UNIT_BUILD_FAILED.md").exists()
+        assert not (out / "manifest.json").exists()
+    finally:
+        for proc_ in (jobs, pool):
+            proc_.terminate()
+            proc_.wait(timeout=30)
