@@ -42,6 +42,10 @@ def main(argv=None) -> int:
                         help="Beam flag for (b), repeatable; default: the local default run")
     parser.add_argument("--baseline-python", default=None,
                         help="a Python importing another version of mintdim-beam, built as (b0)")
+    parser.add_argument("--baseline-default-run", action="store_true",
+                        help="(b0) is the default local run, without --beam-flag: with "
+                             "--baseline-python set to this Python, b/b0 is what a runner "
+                             "(e.g. --beam-flag=--runner=PrismRunner) costs over the default")
     args = parser.parse_args(argv)
 
     work = Path(args.workdir)
@@ -61,8 +65,9 @@ def main(argv=None) -> int:
                             + args.beam_flag, out)
         if args.baseline_python:
             base_out = work / f"base_{kind}"
+            base_flags = [] if args.baseline_default_run else args.beam_flag
             commands["baseline"] = ([args.baseline_python, targets, "ours", str(corpus), kind,
-                                     tok, str(base_out)] + args.beam_flag, base_out)
+                                     tok, str(base_out)] + base_flags, base_out)
         if args.reference_python:
             ref_out = work / f"ref_{kind}"
             commands["reference"] = ([args.reference_python, targets, "reference", str(corpus),
