@@ -180,27 +180,63 @@ def mintdim_tree(root: Path) -> dict:
     return {k: v for k, v in tree.items() if k not in OUR_FILES}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def portable_flags(tmp_path_factory):
+@contextlib.contextmanager
+def portable_service(state: Path):
     """Beam's Python job service + an EXTERNAL worker pool on free loopback ports,
-    started and stopped with deploy/local/portable.sh (what README tells users to run)."""
-    state = tmp_path_factory.mktemp("portable")
+    started and stopped with deploy/local/portable.sh (what the docs tell users to run),
+    its state in `state`: yields the launcher flags."""
     env = dict(os.environ, VENV=sys.prefix, MINTDIM_PORTABLE_STATE=str(state))
     script = str(REPO / "deploy/local/portable.sh")
-    subprocess.run([script, "start", str(_free_port()), str(_free_port())], env=env, check=True,
+    subprocess.run([script, "start", str(free_port()), str(free_port())], env=env, check=True,
                    capture_output=True, timeout=120)
     try:
-        flags = subprocess.run([script, "flags"], env=env, check=True, capture_output=True,
-                               text=True).stdout.split()
-        yield flags
+        yield subprocess.run([script, "flags"], env=env, check=True, capture_output=True,
+                             text=True).stdout.split()
     finally:
         subprocess.run([script, "stop"], env=env, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def portable_flags(tmp_path_factory):
+    with portable_service(tmp_path_factory.mktemp("portable")) as flags:
+        yield flags
+
+
+@contextlib.contextmanager
+def isolated_job_service(hidden: Path):
+    """Beam's job service and an EXTERNAL worker pool whose disk is its own where the
+    launcher keeps `hidden`: the pool runs in a mount namespace of its own with a tmpfs
+    over `hidden` and its TMPDIR inside it (the repository and the venv, wherever a
+    clone lives, stay visible). Yields the launcher flags."""
+    if shutil.which("unshare") is None:
+        pytest.fail("unshare (util-linux) is needed for workers with a disk of their own")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    job_port, pool_port = free_port(), free_port()
+    pool = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         f"mount -t tmpfs tmpfs {hidden} && mkdir {hidden}/tmp && TMPDIR={hidden}/tmp exec "
+         f"{sys.executable} -m apache_beam.runners.worker.worker_pool_main "
+         f"--service_port {pool_port}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    jobs = subprocess.Popen([sys.executable, "-m",
+                             "apache_beam.runners.portability.local_job_service_main",
+                             "--port", str(job_port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(pool_port, pool)
+        wait_port(job_port, jobs)
+        yield ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}",
+               "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool_port}"]
+    finally:
+        for proc in (jobs, pool):
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def encoder_helpers_of(pid: int) -> list[int]:
@@ -328,7 +364,7 @@ def gcs_emulator():
     pointed at it, with bucket gs://mintdim-test: yields (root URL, filesystem)."""
     import fsspec
 
-    port = _free_port()
+    port = free_port()
     proc, saved = serve_emulator([str(EMULATOR_BIN / "gcp-storage-emulator"), "start", "--host",
                                   "127.0.0.1", "--port", str(port), "--in-memory"], port, {
         "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}",

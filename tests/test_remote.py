@@ -10,7 +10,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from conftest import (IN_MEMORY, MULTI_PROCESS, OUR_FILES, REPO, _free_port, gcs_emulator,
+from conftest import (IN_MEMORY, MULTI_PROCESS, OUR_FILES, REPO, free_port, gcs_emulator,
                       reference_manifest, serve_emulator, stop_emulator)
 from mintdim_beam.unit_build.launch import launch
 from mintdim_beam.core import errors
@@ -28,7 +28,7 @@ def gcs():
 
 @pytest.fixture(scope="module")
 def s3():
-    port = _free_port()
+    port = free_port()
     proc, saved = serve_emulator([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], port, {
         "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1", "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}"})

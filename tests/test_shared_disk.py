@@ -98,19 +98,18 @@ def test_plan_on_workers_elsewhere_needs_a_temp_location_url():
     written on a worker's own disk (the probe's FileNotFoundError in 'Save/Apply'). With
     every path a URL and no --temp_location URL, it is a config error before the job
     is submitted (the endpoint here answers nothing)."""
-    import fsspec
-
+    from conftest import gcs_emulator
     from mintdim_beam.audit.plan import token_histograms
 
-    fs = fsspec.filesystem("memory")
-    fs.pipe("/plan-probe/rows.jsonl", b'{"text": "hello"}\n')
-    fs.pipe("/plan-probe/demo.model", (REPO / "examples/tokenizer/demo.model").read_bytes())
-    raw = {"source": {"files": ["memory://plan-probe/rows.jsonl"], "fields": [["text"]],
-                      "templates": ["{text}"]},
-           "tokenizer": {"type": "sentencepiece", "files": ["memory://plan-probe/demo.model"]},
-           "units": {"sizes": [[64]], "build_batch": [8]},
-           "output": {"dir": "memory://plan-probe/out", "samples_per_shard": [10]}}
-    for extra in ([], ["--temp_location=/tmp/not-a-url"]):
-        with pytest.raises(errors.PipelineValidationError) as info:
-            token_histograms(raw, REMOTE + extra, policies=("continue", "truncate"))
-        assert "--temp_location=gs://" in str(info.value)
+    with gcs_emulator() as (root, fs):
+        fs.pipe(f"{root}/plan/rows.jsonl", b'{"text": "hello"}\n')
+        fs.put_file(str(REPO / "examples/tokenizer/demo.model"), f"{root}/plan/demo.model")
+        raw = {"source": {"files": [f"{root}/plan/rows.jsonl"], "fields": [["text"]],
+                          "templates": ["{text}"]},
+               "tokenizer": {"type": "sentencepiece", "files": [f"{root}/plan/demo.model"]},
+               "units": {"sizes": [[64]], "build_batch": [8]},
+               "output": {"dir": f"{root}/plan/out", "samples_per_shard": [10]}}
+        for extra in ([], ["--temp_location=/tmp/not-a-url"]):
+            with pytest.raises(errors.PipelineValidationError) as info:
+                token_histograms(raw, REMOTE + extra, policies=("continue", "truncate"))
+            assert "--temp_location=gs://" in str(info.value)

@@ -4,7 +4,6 @@ entry point with every template parameter, and a job whose output lands on a wor
 own disk. In `make test-cluster`, beside Prism and the shared-nothing runs."""
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,31 +13,15 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from conftest import read_tree  # noqa: E402
+from conftest import isolated_job_service, portable_service, read_tree  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def portable_flags(tmp_path_factory):
-    """Beam's Python job service + an EXTERNAL worker pool on free loopback ports,
-    started and stopped with deploy/local/portable.sh."""
-    state = tmp_path_factory.mktemp("portable")
-    env = dict(os.environ, VENV=sys.prefix, MINTDIM_PORTABLE_STATE=str(state))
-    script = str(REPO / "deploy/local/portable.sh")
-    subprocess.run([script, "start", str(_free_port()), str(_free_port())], env=env, check=True,
-                   capture_output=True, timeout=120)
-    try:
-        yield subprocess.run([script, "flags"], env=env, check=True, capture_output=True,
-                             text=True).stdout.split()
-    finally:
-        subprocess.run([script, "stop"], env=env, timeout=60)
+    with portable_service(tmp_path_factory.mktemp("portable")) as flags:
+        yield flags
 
 
 def _config(tmp_path, output) -> Path:
@@ -106,49 +89,16 @@ def test_the_template_entry_point_with_every_template_parameter_on_the_portable_
 
 
 def test_a_finished_job_whose_output_is_elsewhere_is_a_failed_build(tmp_path):
-    """A worker pool with a disk of its own (a tmpfs over this test's folder, in its own
-    mount namespace) and an output there declared shared when it is not: the job writes the output on the worker's disk,
-    the launcher finds no manifest. It ends as the build's failure (exit 1, an
+    """A worker pool with a disk of its own (`isolated_job_service`) and an output there
+    declared shared when it is not: the job writes the output on the worker's disk, the
+    launcher finds no manifest. It ends as the build's failure (exit 1, an
     OutputWriteError naming the directory), its notices written and the marker marked
     failed, not a FileNotFoundError outside the failure handling."""
-    import shutil
-    import socket
-    import time
-
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare here")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        pool_port = s.getsockname()[1]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        job_port = s.getsockname()[1]
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
-    # The pool's own disk where this test keeps its files (the repository and the venv,
-    # wherever a clone lives, stay visible to it).
-    private = tmp_path / "here"
+    private = tmp_path / "here"  # the worker pool has a disk of its own there
     private.mkdir()
-    pool = subprocess.Popen(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-         f"mount -t tmpfs tmpfs {private} && exec {sys.executable} -m "
-         f"apache_beam.runners.worker.worker_pool_main --service_port {pool_port}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    jobs = subprocess.Popen([sys.executable, "-m",
-                             "apache_beam.runners.portability.local_job_service_main",
-                             "--port", str(job_port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for port in (pool_port, job_port):
-            for _ in range(150):
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.2)
-        out = private / "out"  # the worker pool has a disk of its own there
-        flags = ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}",
-                 "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool_port}",
-                 "--shared_filesystem"]
+    with isolated_job_service(private) as portable:
+        out = private / "out"
+        flags = portable + ["--shared_filesystem"]
         config = _config(tmp_path, str(out))
         proc = _cli(tmp_path, "build", config, "--on_template_unk=continue",
                     "--on_overflow=truncate", *flags)
@@ -159,7 +109,3 @@ def test_a_finished_job_whose_output_is_elsewhere_is_a_failed_build(tmp_path):
         assert marker["state"] == "failed" and "OutputWriteError" in marker["reason"]
         assert (out / "unit_64/UNIT_BUILD_FAILED.md").exists()
         assert not (out / "manifest.json").exists()
-    finally:
-        for proc_ in (jobs, pool):
-            proc_.terminate()
-            proc_.wait(timeout=30)

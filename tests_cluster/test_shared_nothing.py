@@ -6,71 +6,32 @@ local run of the same config. (Local paths on workers elsewhere are refused befo
 output: `tests/test_shared_disk.py`.)"""
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from conftest import gcs_emulator, read_tree  # noqa: E402
+from conftest import gcs_emulator, isolated_job_service, read_tree  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait(port: int) -> None:
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"port {port} did not open")
-
-
 @pytest.fixture(scope="module")
 def bucket():
-    if shutil.which("unshare") is None:
-        pytest.fail("unshare (util-linux) is needed for workers with a disk of their own")
     with gcs_emulator() as found:
         yield found
 
 
 @pytest.fixture(scope="module")
 def isolated_flags(bucket, tmp_path_factory):
-    """The job service, and a worker pool that cannot see the launcher's folder."""
+    """The job service, and a worker pool that cannot see the launcher's folder (the
+    emulator's settings, in this process's environment, reach it)."""
     hidden = tmp_path_factory.mktemp("launcher")
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
-    job_port, pool_port = _port(), _port()
-    pool = subprocess.Popen(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-         f"mount -t tmpfs tmpfs {hidden} && mkdir {hidden}/tmp && TMPDIR={hidden}/tmp exec "
-         f"{sys.executable} -m apache_beam.runners.worker.worker_pool_main "
-         f"--service_port {pool_port}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    jobs = subprocess.Popen([sys.executable, "-m",
-                             "apache_beam.runners.portability.local_job_service_main",
-                             "--port", str(job_port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait(pool_port)
-        _wait(job_port)
-        yield hidden, ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}",
-                       "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool_port}"]
-    finally:
-        for proc in (jobs, pool):
-            proc.terminate()
-            proc.wait(timeout=30)
+    with isolated_job_service(hidden) as flags:
+        yield hidden, flags
 
 
 def _upload(bucket, prefix: str) -> dict:

@@ -281,13 +281,13 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
     from mintdim_beam.runtime.frozen_heap import frozen_heap
     from mintdim_beam.runtime.options import make_options, range_bytes
     from mintdim_beam.runtime.run_shape import RunShape
+    from mintdim_beam.unit_build.launch import worker_paths
     from mintdim_beam.runtime.sampler_period import short_sampler_period
 
     plans, datasets = _prepare(raw, policies)
     options = make_options(pipeline_options)
     shape = RunShape(options)
-    shape.check_shared_paths([("input", f.given) for d in datasets for f in d.files]
-                             + [("tokenizer", d.tokenizer_given) for d in datasets])
+    shape.check_paths(worker_paths(datasets, outputs=False))  # plan writes no output
     ranges = plan_ranges(datasets, range_bytes(options))
     with _result_dir(options, shape) as scratch:
         result_path = storage.join(scratch, "histograms.json")

@@ -7,7 +7,6 @@ import json
 import sys
 
 from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack, with_run
-from mintdim_beam.core.errors import OutputWriteError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.files.ownership import PACK_FAILED, Claim, Heartbeat, check_free, new_run_id
@@ -52,10 +51,9 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
     plan = prepare_pack(config)
     run = RunShape(pipeline_options)
     progress_interval()  # the environment's settings, checked before the claim
-    run.check_memory_paths([config.output_path, config.tokenizer_path]
-                           + [f.path for f in config.files])
-    run.check_shared_paths([("input", f.given) for f in config.files]
-                           + [("tokenizer", config.tokenizer_given), ("output", config.output_given)])
+    run.check_paths([("input", f.given, f.path) for f in config.files]
+                    + [("tokenizer", config.tokenizer_given, config.tokenizer_path),
+                       ("output", config.output_given, config.output_path)])
     ranges = plan_ranges([config], run.range_bytes)
     claim = Claim(run_id)
     claim.take([(config.output_path, config.output_given)])
@@ -86,7 +84,7 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
                 return {"output_dir": config.output_given, "state": "submitted"}
             result.wait_until_finish()
         # Inside the failure handling, as for unit-build.
-        manifest = _finished_manifest(config)
+        manifest = _finished_manifest(config, run)
     except BaseException as exc:
         error = failed_build(exc, lambda reason: _failure_notices(config, reason, claim), log)
         if error is not None:
@@ -101,11 +99,9 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
     return summary
 
 
-def _finished_manifest(config) -> dict:
+def _finished_manifest(config, run) -> dict:
     path = storage.join(config.output_path, MANIFEST)
     try:
         return json.loads(storage.read_bytes(path))
     except FileNotFoundError:
-        raise OutputWriteError(directory=config.output_given, reason=(
-            f"the job ended but {path} is not there: its workers wrote the output elsewhere "
-            "(a local path on workers that do not share this disk?)")) from None
+        raise run.missing_output(config.output_given, path) from None

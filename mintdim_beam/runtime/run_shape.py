@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from mintdim_beam.core.errors import PipelineValidationError
+from mintdim_beam.core.errors import OutputWriteError, PipelineValidationError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES, DEFAULT_RANGE_BYTES
 from mintdim_beam.runtime.local_default import DEFAULT_RUNNER, auto_encoder_processes
@@ -39,25 +39,25 @@ class RunShape:
         self.early_helpers = (encoder_processes(self.options)
                               if is_single_process(self.options) else 0)
 
-    def check_memory_paths(self, paths) -> None:
-        """memory:// lives in one process: with worker processes it is a config error
-        before any output, not a worker's failure to find its files."""
-        found = sorted({p for p in paths if p and str(p).startswith("memory://")})
+    def check_paths(self, named) -> None:
+        """`named`: (what, path as given, path resolved) of everything the workers open
+        (inputs, the tokenizer, outputs), checked before any output:
+
+        - memory:// lives in one process, so with worker processes it is refused (not a
+          worker's failure to find its files);
+        - on a runner whose workers do not share this machine's disk, a local or
+          relative path would be looked up on each worker's own disk (an input "no
+          longer exists", scratch written on one worker and read on another): refused,
+          naming each path and the two ways out."""
+        found = sorted({p for _, _, p in named if p and str(p).startswith("memory://")})
         if found and not self.one_process:
             raise PipelineValidationError(missing=[
                 f"paths other than memory:// ({', '.join(found[:3])}) for a runner with "
                 "worker processes (memory:// is one process's: use --runner=FnApiRunner "
                 "in memory, or a local path or gs:// / s3:// URL)"])
-
-    def check_shared_paths(self, named) -> None:
-        """`named`: (what, path as given) of everything the workers open (inputs, the
-        tokenizer, outputs). On a runner whose workers do not share this machine's disk a
-        local or relative path would be looked up on each worker's own disk (an input
-        "no longer exists", scratch written on one worker and read on another): a config
-        error before any output, naming each path."""
         if self.shared_disk:
             return
-        local = [(what, given) for what, given in named
+        local = [(what, given) for what, given, _ in named
                  if given and not storage.is_url(str(given))]
         if local:
             raise PipelineValidationError(missing=[
@@ -65,6 +65,12 @@ class RunShape:
                 "share this machine's disk (or, if they do, say so with --shared_filesystem: "
                 "an NFS or a volume mounted at the same path on every worker)"
                 for what, given in local])
+
+    def missing_output(self, directory: str, path: str) -> OutputWriteError:
+        """The error of a job that ended without its output where the launcher reads it."""
+        return OutputWriteError(directory=directory, reason=(
+            f"the job ended but {path} is not there: its workers wrote the output elsewhere "
+            "(a local path on workers that do not share this disk?)"))
 
     def beam_options(self):
         from mintdim_beam.runtime.options import make_options

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from mintdim_beam.core.config.prepare import prepare
 from mintdim_beam.core.config.unit_config import resolve_datasets
-from mintdim_beam.core.errors import (OutputWriteError, PipelineValidationError,
-                                      TemplateRoundTripError, TemplateTokenizerError,
-                                      error_from_payload)
+from mintdim_beam.core.errors import (PipelineValidationError, TemplateRoundTripError,
+                                      TemplateTokenizerError, error_from_payload)
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import UNIT_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.files.ownership import Claim, Heartbeat, check_free, new_run_id
@@ -135,7 +134,7 @@ def _unit_notices(plan, reason: str) -> None:
                                   fmt.failed_unit_notice(size, reason), out, scratch=unit)
 
 
-def _output_summary(plan) -> dict:
+def _output_summary(plan, run) -> dict:
     import json
 
     out = plan.dataset.output_path
@@ -143,9 +142,7 @@ def _output_summary(plan) -> dict:
         stats = json.loads(storage.read_bytes(storage.join(out, fmt.STATS)))
         manifest = json.loads(storage.read_bytes(storage.join(out, fmt.MANIFEST)))
     except FileNotFoundError as exc:
-        raise OutputWriteError(directory=plan.dataset.output_given, reason=(
-            f"the job ended but {exc.filename or exc} is not there: its workers wrote the "
-            "output elsewhere (a local path on workers that do not share this disk?)")) from None
+        raise run.missing_output(plan.dataset.output_given, exc.filename or str(exc)) from None
     given = plan.dataset.output_given
     return {"output_dir": given if storage.is_url(given) else str(Path(given)),
             "total_samples": stats["total_samples"], "total_tokens": stats["total_tokens"],
@@ -153,6 +150,15 @@ def _output_summary(plan) -> dict:
             "duplicate_groups": stats["duplicate_groups"],
             "sizes": manifest["units"]["sizes"],
             "lossy_samples": manifest["round_trip"]["lossy_samples"]}
+
+
+def worker_paths(datasets, outputs: bool) -> list:
+    """(what, as given, resolved) of every path a dataset's workers open: `check_paths`."""
+    named = [("input", f.given, f.path) for d in datasets for f in d.files]
+    named += [("tokenizer", d.tokenizer_given, d.tokenizer_path) for d in datasets]
+    if outputs:
+        named += [("output", d.output_given, d.output_path) for d in datasets]
+    return named
 
 
 def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
@@ -192,11 +198,7 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
     plans = {d.index: dataclasses.replace(prepare(d), on_lossy=on_lossy) for d in datasets}
     run = RunShape(pipeline_options)
     progress_interval()  # the environment's settings, checked before the claim
-    run.check_memory_paths([d.output_path for d in datasets] + [d.tokenizer_path for d in datasets]
-                           + [f.path for d in datasets for f in d.files])
-    run.check_shared_paths([("input", f.given) for d in datasets for f in d.files]
-                           + [("tokenizer", d.tokenizer_given) for d in datasets]
-                           + [("output", d.output_given) for d in datasets])
+    run.check_paths(worker_paths(datasets, outputs=True))
     interactive = run.local and stdin_is_tty()
     _resolve_template_unk(plans, on_template_unk, interactive)
     _resolve_notices(plans, on_lossy)
@@ -246,7 +248,7 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
                 pipeline_result.wait_until_finish()
         # Inside the failure handling: a finished job whose output is not where the
         # launcher looks still ends with notices and the marker marked failed.
-        outputs = [_output_summary(plans[ds]) for ds in sorted(plans)]
+        outputs = [_output_summary(plans[ds], run) for ds in sorted(plans)]
     except BaseException as exc:
         error = failed_build(exc, lambda reason: _write_failure_notices(plans, reason, claim),
                              log)
