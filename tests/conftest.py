@@ -314,25 +314,25 @@ def without_checksums(out: Path) -> Path:
 EMULATOR_BIN = Path(sys.executable).parent  # the venv's console scripts
 
 
-def wait_port(port: int, proc, timeout: float = 60.0):
+def wait_port(port: int, proc, timeout: float = 60.0, host: str = "127.0.0.1"):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
         try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            socket.create_connection((host, port), 0.2).close()
             return
         except OSError:
             time.sleep(0.1)
     raise TimeoutError(f"port {port} did not open")
 
 
-def serve_emulator(cmd, port, env_updates):
+def serve_emulator(cmd, port, env_updates, host: str = "127.0.0.1"):
     import fsspec
 
     # The servers log every request: never a pipe nobody reads (it fills and they stall).
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, proc)
+    wait_port(port, proc, host=host)
     saved = {k: os.environ.get(k) for k in env_updates}
     os.environ.update(env_updates)
     # fsspec reads FSSPEC_* settings at import; this process imported it already.
@@ -359,17 +359,18 @@ def stop_emulator(proc, saved):
 
 
 @contextlib.contextmanager
-def gcs_emulator():
-    """The gcp-storage-emulator on a free loopback port, this process (and any it starts)
-    pointed at it, with bucket gs://mintdim-test: yields (root URL, filesystem)."""
+def gcs_emulator(host: str = "127.0.0.1", prefix: tuple = ()):
+    """The gcp-storage-emulator on a free port of `host` (loopback unless `prefix`, a
+    command it runs under, puts it on a host of its own), this process (and any it
+    starts) pointed at it, with bucket gs://mintdim-test: yields (root URL, filesystem)."""
     import fsspec
 
     port = free_port()
-    proc, saved = serve_emulator([str(EMULATOR_BIN / "gcp-storage-emulator"), "start", "--host",
-                                  "127.0.0.1", "--port", str(port), "--in-memory"], port, {
-        "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}",
+    proc, saved = serve_emulator([*prefix, str(EMULATOR_BIN / "gcp-storage-emulator"), "start",
+                                  "--host", host, "--port", str(port), "--in-memory"], port, {
+        "STORAGE_EMULATOR_HOST": f"http://{host}:{port}",
         "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",  # else a gRPC bucket probe stalls 60 s
-        "FSSPEC_GCS_TOKEN": "anon", "FSSPEC_GCS_PROJECT": "test"})
+        "FSSPEC_GCS_TOKEN": "anon", "FSSPEC_GCS_PROJECT": "test"}, host=host)
     fsspec.AbstractFileSystem.clear_instance_cache()
     fs = fsspec.filesystem("gs")
     fs.mkdir("mintdim-test")

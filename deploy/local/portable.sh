@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Local stand-in for a Flink cluster: Beam's Python job service (the portable job API a
-# Flink job server also speaks) plus an EXTERNAL Python worker pool, on loopback.
+# Flink job server also speaks; deploy/local/job_service.py, which runs a job on the
+# --direct_num_workers it asks for) plus an EXTERNAL Python worker pool, on loopback.
 #
 #   deploy/local/portable.sh start [JOB_PORT] [POOL_PORT]   # default 8099 50000
 #   deploy/local/portable.sh stop
@@ -30,7 +31,7 @@ wait_port() {
 case "${1:-}" in
   start)
     mkdir -p "$STATE"
-    python -m apache_beam.runners.portability.local_job_service_main \
+    python deploy/local/job_service.py \
       --port "$JOB_PORT" >"$STATE/job_service.log" 2>&1 &
     echo $! >"$STATE/job_service.pid"
     python -m apache_beam.runners.worker.worker_pool_main \
