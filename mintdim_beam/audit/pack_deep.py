@@ -91,7 +91,8 @@ def _retokenize(plan, wanted: set, problems) -> dict:
     from mintdim_beam.pack_build.tokenize import Renderer, document_ids, document_text
 
     config = plan.config
-    tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path)
+    tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path,
+                                 config.tokenizer_options)
     out = {}
     for byte_range in plan_ranges([config], NO_LIMIT):
         given = config.files[byte_range.file_pos].given

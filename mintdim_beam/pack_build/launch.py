@@ -64,6 +64,7 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
         except BaseException:
             claim.undo()
             raise
+    log(f"engine: {plan.engine} encodes {config.tokenizer_given} ({plan.engine_why})")
     log(f"start output={config.output_given} files={len(config.files)} dtype={plan.dtype} "
         f"eod={plan.eod_id} seed={config.seed} shard_tokens={config.shard_tokens} "
         f"runner={run.runner} run={run_id}")

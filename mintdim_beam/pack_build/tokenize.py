@@ -112,7 +112,11 @@ class TokenizeRangeFn(beam.DoFn):
 
     def setup(self):
         config = self._plan.config
-        self._tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path)
+        tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path,
+                                     config.tokenizer_options)
+        # The engine the launcher chose (`engine_choice`).
+        self._tokenizer = (tokenizer.with_engine(self._plan.engine)
+                           if hasattr(tokenizer, "with_engine") else tokenizer)
         self._renderers = [Renderer(f, t) for f, t in zip(config.fields, config.templates)]
 
     def process(self, byte_range):

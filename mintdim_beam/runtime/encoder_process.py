@@ -38,7 +38,7 @@ import weakref
 from mintdim_beam.core.files.storage import is_url
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES
 from mintdim_beam.core.tokenizer.encode_batch import share_entries
-from mintdim_beam.core.tokenizer.tokenizers import read_tokenizer_file
+from mintdim_beam.core.tokenizer.tokenizers import read_tokenizer_file, tiktoken_definition
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _HEADER = struct.Struct("<Q")
@@ -216,16 +216,22 @@ class EncoderProcess:
 
 
 def tokenizer_files_of(plans: dict) -> dict:
-    """{(kind, path): (file bytes, path as given)}. The tokenizer travels as bytes: the
-    child may not see the parent's filesystems (memory://, credentials, a working
-    directory set in-process)."""
+    """{(kind, path, definition): (file bytes, path as given)}. The tokenizer travels as
+    bytes: the child may not see the parent's filesystems (memory://, credentials, a
+    working directory set in-process). `definition`: how a tiktoken file is read."""
     files = {}
     for plan in plans.values():
-        key = (plan.dataset.tokenizer_kind, plan.dataset.tokenizer_path)
+        key = tokenizer_key(plan)
         if key not in files:
             shown = plan.dataset.tokenizer_given
             files[key] = (read_tokenizer_file(key[1], shown), shown)
     return files
+
+
+def tokenizer_key(plan) -> tuple:
+    dataset = plan.dataset
+    return (dataset.tokenizer_kind, dataset.tokenizer_path,
+            tiktoken_definition(dataset.tokenizer_options))
 
 
 def helper_threads(count: int) -> int:
@@ -397,10 +403,9 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
             if message[0] == "plans":
                 _, plans, tokenizer_files = message
                 try:
-                    tokenizers = {key: tokenizer_from_bytes(key[0], data, shown)
+                    tokenizers = {key: tokenizer_from_bytes(key[0], data, shown, key[2])
                                   for key, (data, shown) in tokenizer_files.items()}
-                    encoders = {ds: BatchEncoder(p, tokenizers[p.dataset.tokenizer_kind,
-                                                               p.dataset.tokenizer_path])
+                    encoders = {ds: BatchEncoder(p, tokenizers[tokenizer_key(p)])
                                 for ds, p in plans.items()}
                 except Exception as exc:  # noqa: BLE001 - reported with the first batch
                     setup_error = _error_reply(exc)

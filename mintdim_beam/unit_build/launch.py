@@ -68,6 +68,12 @@ def _resolve_template_unk(plans, policy: str, interactive: bool) -> None:
 def _resolve_notices(plans, on_lossy: str) -> None:
     """The template checks' findings (`template_checks`): warnings before any output,
     or under on_lossy="abort" the first one as an error."""
+    engines = {}
+    for plan in plans.values():
+        engine = plan.card.get("engine") or {}
+        engines.setdefault((plan.dataset.tokenizer_given, engine.get("name")), engine.get("why"))
+    for (tokenizer, name), why in engines.items():
+        log(f"engine: {name} encodes {tokenizer} ({why})")
     for plan in plans.values():
         for notice in plan.notices:
             if on_lossy == "abort":

@@ -16,7 +16,9 @@ from mintdim_beam.core.errors import PackValidationError, PipelineValidationErro
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.formats.megatron import dtype_for_vocab
 from mintdim_beam.core.render.template import CompiledTemplate, compile_template
-from mintdim_beam.core.tokenizer.special_tokens import read_tokenizer_config
+from mintdim_beam.core.tokenizer.engine_choice import choose_engine, sample_segments
+from mintdim_beam.core.tokenizer.special_tokens import (TokenizerOptions, read_tokenizer_config,
+                                                       tiktoken_keys)
 from mintdim_beam.core.tokenizer.tokenizers import load_tokenizer
 
 DEFAULT_SHARD_TOKENS = 1 << 29  # 1 GiB of uint16 tokens per shard, as Dolma's default file cap
@@ -41,6 +43,7 @@ class PackConfig:
     output_path: str
     index: int = 0  # the one "dataset" of range planning and numbering
     run_id: str = ""
+    tokenizer_options: TokenizerOptions = TokenizerOptions()  # engine, a tiktoken file's regex
 
     @property
     def scratch_path(self) -> str:
@@ -59,6 +62,8 @@ class PackPlan:
     eod_source: str
     bos_id: int | None
     id_bound: int = 0  # above every id the tokenizer can produce
+    engine: str = "tokenizers"  # what encodes the text (`engine_choice`), used by workers
+    engine_why: str = ""
 
 
 def _bad(component: str, rule: str, value) -> PackValidationError:
@@ -138,13 +143,17 @@ def resolve_pack(raw: dict) -> PackConfig:
         tokenizer_path=storage.resolve(tokenizers[0]), config_given=options.config_given,
         config_path=options.config_path, bos=options.bos, eod=eod, seed=seed,
         shard_tokens=shard_tokens, output_given=output["dir"],
-        output_path=storage.resolve(output["dir"]))
+        output_path=storage.resolve(output["dir"]), tokenizer_options=options)
 
 
 def prepare_pack(config: PackConfig) -> PackPlan:
     """Load the tokenizer once: the EOD id (pack.eod, else the tokenizer's EOS), the BOS
     id when asked for, and the dtype every id fits."""
-    tokenizer = load_tokenizer(config.tokenizer_kind, config.tokenizer_path, config.tokenizer_given)
+    tokenizer = load_tokenizer(config.tokenizer_kind, config.tokenizer_path, config.tokenizer_given,
+                               config.tokenizer_options)
+    engine, engine_why = choose_engine(
+        tokenizer, config.tokenizer_options.engine,
+        sample_segments([f.path for f in config.files]), config.tokenizer_given)
     tokenizer_config = ({} if config.config_path is None
                         else read_tokenizer_config(config.config_given, config.config_path))
     if config.eod is not None:
@@ -168,7 +177,8 @@ def prepare_pack(config: PackConfig) -> PackPlan:
                     id_bound=tokenizer.id_bound, eod_id=int(eod_id),
                     dtype=dtype_for_vocab(tokenizer.id_bound),  # every id it can produce
                     eod_token=eod_token, eod_source=source,
-                    bos_id=None if bos_id is None else int(bos_id))
+                    bos_id=None if bos_id is None else int(bos_id), engine=engine,
+                    engine_why=engine_why)
 
 
 def _eos(tokenizer, tokenizer_config: dict, config: PackConfig):
@@ -195,7 +205,10 @@ def with_run(config: PackConfig, run_id: str) -> PackConfig:
 def pack_raw(config: PackConfig) -> dict:
     """The config as a pack-build config file would say it (paths as given), recorded in
     the manifest (`build_config`) so `verify --deep` rebuilds it with `resolve_pack`."""
-    tokenizer = {"type": config.tokenizer_kind, "files": [config.tokenizer_given]}
+    tokenizer = {"type": config.tokenizer_kind, "files": [config.tokenizer_given],
+                 **tiktoken_keys(config.tokenizer_options)}
+    if config.tokenizer_options.engine != "auto":
+        tokenizer["engine"] = config.tokenizer_options.engine
     if config.config_given is not None:
         tokenizer["config"] = config.config_given
     if config.bos:

@@ -19,6 +19,7 @@ from mintdim_beam.core.render.template import (EDGE_NAMES, CompiledTemplate, Seg
 from mintdim_beam.core.render.template_checks import chat_notices, encode_literal, literal_notices
 from mintdim_beam.core.tokenizer.round_trip import Decoder
 from mintdim_beam.core.tokenizer.special_tokens import TokenizerFacts, resolve_facts
+from mintdim_beam.core.tokenizer.engine_choice import choose_engine, sample_segments
 from mintdim_beam.core.tokenizer.tokenizer_card import build_card
 from mintdim_beam.core.tokenizer.tokenizers import load_tokenizer
 
@@ -45,6 +46,8 @@ class DatasetPlan:
     card: dict = field(default_factory=dict)  # the tokenizer card (`tokenizer_card`)
     id_bound: int = 0  # above every id the tokenizer can produce (the dtype's choice)
     on_lossy: str = "continue"  # a lossy sample: recorded, or the build fails ("abort")
+    # What encodes the dataset's text (`engine_choice`): decided here, used by workers.
+    engine: str = "tokenizers"
 
     @property
     def n_segments(self) -> int:
@@ -69,7 +72,10 @@ def check_unit_sizes(sizes, dtype: str, max_value: int, vocab_size: int) -> None
 
 def prepare(dataset: Dataset) -> DatasetPlan:
     tokenizer = load_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
-                               dataset.tokenizer_given)
+                               dataset.tokenizer_given, dataset.tokenizer_options)
+    engine, engine_why = choose_engine(
+        tokenizer, dataset.tokenizer_options.engine,
+        sample_segments([f.path for f in dataset.files]), dataset.tokenizer_given)
     facts = resolve_facts(tokenizer, dataset.tokenizer_options, dataset.tokenizer_given)
     literal_specials = dataset.tokenizer_options.literal_specials
     decoder = Decoder(tokenizer)
@@ -109,8 +115,9 @@ def prepare(dataset: Dataset) -> DatasetPlan:
         unk_id=tokenizer.unk_id, pad_id=facts.pad.id, token_dtype=dtype, magic=magic,
         bytes_per_token=width, literal_ids=tuple(literal_ids),
         literal_unk_segments=tuple(unk_segments), facts=facts, chat_template=chat,
-        appended_ids=appended, notices=tuple(notices), card=build_card(tokenizer, facts),
-        id_bound=tokenizer.id_bound)
+        appended_ids=appended, notices=tuple(notices),
+        card={**build_card(tokenizer, facts), "engine": {"name": engine, "why": engine_why}},
+        engine=engine, id_bound=tokenizer.id_bound)
 
 
 def load_chat_template(dialogue: DialogueSource, facts: TokenizerFacts) -> ChatTemplate | None:

@@ -14,7 +14,8 @@ from mintdim_beam.core.errors import (FieldMappingError, MintDimFileNotFoundErro
                                       TokenizerMappingError, TokenizerValidationError,
                                       UnitMappingError, UnitValidationError)
 from mintdim_beam.core.files import storage
-from mintdim_beam.core.tokenizer.special_tokens import TokenizerOptions, check_options
+from mintdim_beam.core.tokenizer.special_tokens import (TokenizerOptions, check_options,
+                                                       tiktoken_keys)
 from mintdim_beam.core.tokenizer.tokenizers import KINDS
 
 
@@ -281,9 +282,11 @@ def dataset_config(dataset: Dataset) -> dict:
     for key, value in (("config", options.config_given), ("pad_token", options.pad_token),
                        ("pad_id", options.pad_id), ("bos", options.bos or None),
                        ("eos", options.eos or None),
-                       ("literal_specials", options.literal_specials)):
+                       ("literal_specials", options.literal_specials),
+                       ("engine", None if options.engine == "auto" else options.engine)):
         if value is not None:
             tokenizer[key] = value
+    tokenizer.update(tiktoken_keys(options))
     return {"source": source, "tokenizer": tokenizer,
             "units": {"sizes": [list(dataset.sizes)], "build_batch": [dataset.build_batch]},
             "output": {"dir": dataset.output_given,

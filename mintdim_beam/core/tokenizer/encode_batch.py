@@ -53,6 +53,9 @@ class BatchEncoder:
 
     def __init__(self, plan, tokenizer):
         self._plan = plan
+        # The engine the launcher chose for this dataset (`engine_choice`).
+        if hasattr(tokenizer, "with_engine"):
+            tokenizer = tokenizer.with_engine(plan.engine)
         self._tokenizer = tokenizer
         self._dtype = np.uint16 if plan.token_dtype == "uint16" else np.uint32
         # Dialogue segments may come as (piece, is_plain) pieces (`render_dialogues`).

@@ -17,7 +17,9 @@ from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecial
                                       TokenizerValidationError)
 from mintdim_beam.core.files import storage
 
-OPTION_KEYS = ("config", "pad_token", "pad_id", "bos", "eos", "literal_specials")
+OPTION_KEYS = ("config", "pad_token", "pad_id", "bos", "eos", "literal_specials", "engine",
+               "family", "pattern", "special_tokens")
+ENGINES = ("auto", "tiktoken", "tokenizers")
 LITERAL_SPECIALS = ("text", "ids")
 BLOCK_KEYS = ("type", "files") + OPTION_KEYS
 
@@ -44,6 +46,11 @@ class TokenizerOptions:
     # tokenizer does (SentencePiece: text, as mintdim 0.2.1; Hugging Face: ids), "ids"
     # or "text" (`template_checks.encode_literal`).
     literal_specials: str | None = None
+    # Which engine encodes text (`engine_choice`): auto, tiktoken or tokenizers.
+    engine: str = "auto"
+    # How a tiktoken file is read (type tiktoken): (family or None, split regex or None,
+    # ((special token, id), ...)); None for other types.
+    tiktoken: tuple | None = None
 
 
 def check_options(block: dict) -> TokenizerOptions:
@@ -81,10 +88,55 @@ def check_options(block: dict) -> TokenizerOptions:
             problem=f"tokenizer.literal_specials must be 'text' or 'ids', got {literal_specials!r}")
     if config is not None and not storage.is_file(storage.resolve(config)):
         raise MintDimFileNotFoundError(context="tokenizer config", missing_file=config)
+    engine = given("engine", (str,), f"one of {', '.join(ENGINES)}") or "auto"
+    if engine not in ENGINES:
+        raise TokenizerValidationError(
+            component="engine",
+            problem=f"tokenizer.engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     return TokenizerOptions(
         config_given=config, config_path=None if config is None else storage.resolve(config),
         pad_token=pad_token, pad_id=pad_id, bos=bool(bos), eos=bool(eos),
-        literal_specials=literal_specials)
+        literal_specials=literal_specials, engine=engine, tiktoken=_tiktoken(block, given))
+
+
+def tiktoken_keys(options: TokenizerOptions) -> dict:
+    """The tokenizer-block keys that say how a tiktoken file is read (a config as given)."""
+    if options.tiktoken is None:
+        return {}
+    family, pattern, specials = options.tiktoken
+    keys = {"family": family, "pattern": pattern, "special_tokens": dict(specials) or None}
+    return {key: value for key, value in keys.items() if value is not None}
+
+
+def _tiktoken(block: dict, given) -> tuple | None:
+    """(family, pattern, specials) of a tiktoken block; None for other types."""
+    from mintdim_beam.core.tokenizer.tiktoken_files import FAMILIES
+
+    family = given("family", (str,), f"one of {', '.join(FAMILIES)}")
+    pattern = given("pattern", (str,), "a split regex string")
+    specials = block.get("special_tokens")
+    if block.get("type") != "tiktoken":
+        for key in ("family", "pattern", "special_tokens"):
+            if block.get(key) is not None:
+                raise TokenizerValidationError(
+                    component=key, problem=f"tokenizer.{key} is for type tiktoken only")
+        return None
+    if family is not None and family not in FAMILIES:
+        raise TokenizerValidationError(
+            component="family",
+            problem=f"tokenizer.family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    if family is None and pattern is None:
+        raise TokenizerValidationError(
+            component="family",
+            problem="a tiktoken file holds no split regex: give tokenizer.family "
+                    f"({', '.join(FAMILIES)}) or tokenizer.pattern")
+    if specials is not None and (not isinstance(specials, dict) or any(
+            not isinstance(k, str) or not k or type(v) is not int or v < 0
+            for k, v in specials.items())):
+        raise TokenizerValidationError(
+            component="special_tokens",
+            problem="tokenizer.special_tokens must map token strings to ids >= 0")
+    return family, pattern, tuple(sorted((specials or {}).items(), key=lambda kv: kv[1]))
 
 
 @dataclass(frozen=True)

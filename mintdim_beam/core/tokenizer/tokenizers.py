@@ -1,5 +1,5 @@
-"""Tokenizer adapters: load a SentencePiece `.model` or a Hugging Face `tokenizer.json`
-from any fsspec path and encode many texts per call.
+"""Tokenizer adapters: load a SentencePiece `.model`, a Hugging Face `tokenizer.json` or
+a tiktoken BPE file from any fsspec path and encode many texts per call.
 
 The tokenizer file is the source of truth for the vocabulary and the UNK id (None for a
 byte-level model without one); the ids a build pads with or puts around samples are
@@ -8,14 +8,16 @@ pad or truncate on the tokenizer side.
 """
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecialTokenError,
                                       TokenizerValidationError)
 from mintdim_beam.core.files import storage
+from mintdim_beam.core.tokenizer import fast_bpe, tiktoken_files
 
-KINDS = ("sentencepiece", "hf_json")
+KINDS = ("sentencepiece", "hf_json", "tiktoken")
 
 
 class SentencePieceTokenizer:
@@ -160,13 +162,15 @@ def sp_model_facts(data: bytes) -> SentencePieceModel:
 
 class HuggingFaceTokenizer:
     kind = "hf_json"
+    engine = fast_bpe.ENGINE_TOKENIZERS  # `with_engine` gives a view on the fast engine
 
-    def __init__(self, data: bytes, display_path: str):
+    def __init__(self, data: bytes, display_path: str, spec: dict | None = None):
         from tokenizers import Tokenizer
 
-        text = data.decode("utf-8")
+        text = data.decode("utf-8") if spec is None else json.dumps(spec)
         self._tk = Tokenizer.from_str(text)
-        spec = json.loads(text)
+        spec = json.loads(text) if spec is None else spec
+        self._fast = None  # (FastBPE or None, why), built on first use
         self.spec = spec
         self.symbols = None  # added tokens: the tokenizer itself reads them out of text
         self.vocab_size = int(self._tk.get_vocab_size())
@@ -185,15 +189,70 @@ class HuggingFaceTokenizer:
         self._tk.no_truncation()
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
-        return [enc.ids for enc in self._tk.encode_batch(texts, add_special_tokens=False)]
+        if self.engine == fast_bpe.ENGINE_TIKTOKEN:
+            return self._fast_many(texts, plain=False)
+        return self._hf_many(texts)
 
     def encode_plain_many(self, texts: list[str]) -> list[list[int]]:
         """Special-token strings in `texts` (user content) as plain text, never as ids."""
+        if self.engine == fast_bpe.ENGINE_TIKTOKEN:
+            return self._fast_many(texts, plain=True)
+        return self._hf_plain_many(texts)
+
+    def _hf_many(self, texts: list[str]) -> list[list[int]]:
+        return [enc.ids for enc in self._tk.encode_batch(texts, add_special_tokens=False)]
+
+    def _hf_plain_many(self, texts: list[str]) -> list[list[int]]:
         self._tk.encode_special_tokens = True
         try:
-            return self.encode_many(texts)
+            return self._hf_many(texts)
         finally:
             self._tk.encode_special_tokens = False
+
+    def _fast_many(self, texts: list[str], plain: bool) -> list[list[int]]:
+        """The fast engine's ids; the texts it leaves (added-token text, bytes its regex
+        would drop) are encoded by `tokenizers`."""
+        out, left = self._fast[0].encode_many(texts, plain)
+        if left:
+            slow = (self._hf_plain_many if plain else self._hf_many)([texts[i] for i in left])
+            for i, ids in zip(left, slow):
+                out[i] = ids
+        return out
+
+    def fast_view(self):
+        """(a view of this tokenizer encoding with the fast engine, why) where its
+        structure allows the engine and it gives this tokenizer's ids on probe texts;
+        else (None, why not)."""
+        if self._fast is None:
+            engine, why = fast_bpe.fast_engine(self.spec)
+            self._fast = (engine, why)
+            if engine is not None:
+                view = self.with_engine(fast_bpe.ENGINE_TIKTOKEN)
+                probes = list(fast_bpe.PROBES) + self.special_tokens()[:8]
+                for plain in (False, True):
+                    slow = self._hf_plain_many(probes) if plain else self._hf_many(probes)
+                    fast = view._fast_many(probes, plain)
+                    wrong = [p for p, a, b in zip(probes, slow, fast) if a != b]
+                    if wrong:
+                        self._fast = (None, f"differs from tokenizers on the probe {wrong[0]!r}")
+                        break
+        if self._fast[0] is None:
+            return None, self._fast[1]
+        return self.with_engine(fast_bpe.ENGINE_TIKTOKEN), self._fast[1]
+
+    def with_engine(self, engine: str):
+        """This tokenizer encoding with `engine` (a plan's decision, `engine_choice`)."""
+        if engine == self.engine or engine not in (fast_bpe.ENGINE_TIKTOKEN,
+                                                    fast_bpe.ENGINE_TOKENIZERS):
+            return self
+        if engine == fast_bpe.ENGINE_TIKTOKEN and self._fast is None:
+            self._fast = fast_bpe.fast_engine(self.spec)
+        if engine == fast_bpe.ENGINE_TIKTOKEN and self._fast[0] is None:
+            raise TokenizerValidationError(
+                component="engine", problem=f"the fast engine is not exact here: {self._fast[1]}")
+        view = copy.copy(self)
+        view.engine = engine
+        return view
 
     def surfaces(self, text: str, positions: list[int]) -> list[str]:
         """Source substring of the tokens at `positions`, from the tokenizer's offsets."""
@@ -220,6 +279,42 @@ class HuggingFaceTokenizer:
 
     # Message content with special-token text is encoded plain (`encode_plain_many`).
     template_tokens = special_tokens
+
+
+class TiktokenTokenizer(HuggingFaceTokenizer):
+    """A tiktoken BPE file as its equivalent tokenizer.json (`tiktoken_files`), with the
+    split regex and special tokens of the tokenizer block (`TokenizerOptions.tiktoken`)."""
+
+    kind = "tiktoken"
+
+    def __init__(self, data: bytes, display_path: str, definition: tuple):
+        family, pattern, given = definition
+        ranks = tiktoken_files.read_ranks(data)
+        specials = {}
+        if family is not None:
+            family_pattern, family_specials = tiktoken_files.FAMILIES[family]
+            pattern = pattern or family_pattern
+            specials = family_specials(len(ranks))
+        specials.update(dict(given))
+        super().__init__(b"", display_path, tiktoken_files.tokenizer_json(ranks, pattern, specials))
+
+
+def describe_file(data: bytes) -> str:
+    """What a tokenizer file that failed to load looks like, and the type that reads it."""
+    head = data[:64].lstrip()
+    if head.startswith((b"{", b"[")):
+        return "it looks like JSON: a Hugging Face tokenizer.json is type hf_json"
+    if tiktoken_files.looks_like_tiktoken(data):
+        return ("it looks like a tiktoken BPE file (a base64 token and a rank per line, "
+                "Meta's Llama 3 tokenizer.model): use type tiktoken with family "
+                f"({', '.join(tiktoken_files.FAMILIES)}) or pattern and special_tokens")
+    if not data:
+        return "the file is empty"
+    try:
+        text = data[:40].decode("utf-8")
+        return f"it is text beginning {text!r}, not a tokenizer this tool reads"
+    except UnicodeDecodeError:
+        return f"it is binary data beginning {data[:8].hex(' ')}, not a SentencePiece model"
 
 
 def _declared(value) -> int | None:
@@ -285,12 +380,14 @@ def _hf_padding(tk) -> tuple[int, str | None] | None:
     return None
 
 
-def load_tokenizer(kind: str, path: str, display_path: str | None = None):
-    """Load from a resolved path (local or URL); `display_path` is what the user wrote."""
+def load_tokenizer(kind: str, path: str, display_path: str | None = None, options=None):
+    """Load from a resolved path (local or URL); `display_path` is what the user wrote;
+    `options` (`TokenizerOptions`) say how a tiktoken file is read."""
     shown = display_path or path
     if kind not in KINDS:
         raise TokenizerValidationError(unsupported_format=True)
-    return tokenizer_from_bytes(kind, read_tokenizer_file(path, shown), shown)
+    return tokenizer_from_bytes(kind, read_tokenizer_file(path, shown), shown,
+                                tiktoken_definition(options))
 
 
 def read_tokenizer_file(path: str, shown: str) -> bytes:
@@ -299,26 +396,43 @@ def read_tokenizer_file(path: str, shown: str) -> bytes:
     return storage.read_bytes(path)
 
 
-def tokenizer_from_bytes(kind: str, data: bytes, shown: str):
-    """A tokenizer from the file's bytes; `shown` names the file in errors."""
+def tiktoken_definition(options) -> tuple | None:
+    """(family, split regex, special tokens) from the block's options, for a tiktoken
+    file."""
+    if options is None or getattr(options, "tiktoken", None) is None:
+        return None
+    return options.tiktoken
+
+
+def tokenizer_from_bytes(kind: str, data: bytes, shown: str, definition: tuple | None = None):
+    """A tokenizer from the file's bytes; `shown` names the file in errors; `definition`
+    the (family, split regex, special tokens) a tiktoken file is read with."""
     try:
         if kind == "sentencepiece":
             return SentencePieceTokenizer(data, shown)
+        if kind == "tiktoken":
+            if definition is None:
+                raise TokenizerValidationError(
+                    component="family",
+                    problem=f"{shown}: a tiktoken file needs tokenizer.family or tokenizer.pattern")
+            return TiktokenTokenizer(data, shown, definition)
         return HuggingFaceTokenizer(data, shown)
-    except TokenizerSpecialTokenError:
+    except (TokenizerSpecialTokenError, TokenizerValidationError):
         raise
     except Exception as exc:  # a corrupt or mismatched file
         raise TokenizerValidationError(
             component="files",
-            problem=f"{shown} could not be loaded as {kind}: {type(exc).__name__}: {exc}") from None
+            problem=f"{shown} could not be loaded as {kind}: {type(exc).__name__}: {exc}; "
+                    f"{describe_file(data)}") from None
 
 
-# One loaded tokenizer per (kind, path) per worker process: DoFn instances share it.
-_CACHE: dict[tuple[str, str], object] = {}
+# One loaded tokenizer per (kind, path, definition) per worker process: DoFn instances
+# share it.
+_CACHE: dict[tuple, object] = {}
 
 
-def cached_tokenizer(kind: str, path: str):
-    key = (kind, path)
+def cached_tokenizer(kind: str, path: str, options=None):
+    key = (kind, path, repr(tiktoken_definition(options)))
     if key not in _CACHE:
-        _CACHE[key] = load_tokenizer(kind, path)
+        _CACHE[key] = load_tokenizer(kind, path, options=options)
     return _CACHE[key]

@@ -60,7 +60,8 @@ class TokenizeFn(beam.DoFn):
         self._helpers += start_helpers(self._plans, count - len(self._helpers),
                                        helper_threads(count))
         self._encoders = {} if self._helpers else {
-            ds: BatchEncoder(p, cached_tokenizer(p.dataset.tokenizer_kind, p.dataset.tokenizer_path))
+            ds: BatchEncoder(p, cached_tokenizer(p.dataset.tokenizer_kind, p.dataset.tokenizer_path,
+                                                 p.dataset.tokenizer_options))
             for ds, p in self._plans.items()}
 
     def start_bundle(self):

@@ -1,0 +1,96 @@
+"""Which engine encodes a build's text, decided once on the launcher before any output.
+
+`tokenizer.engine: auto` (the default) takes the fast engine (`fast_bpe`) where the
+tokenizer's structure allows it and it gives the ids of `tokenizers` on probe texts and
+on a sample of the build's own segments (the strings of the first rows of every input
+file); else `tokenizers`, with the reason. `tiktoken` asks for the fast engine and makes
+its absence a config error; `tokenizers` keeps it off. Workers take the decision from
+the plan, never decide again, so every runner encodes with the same engine.
+"""
+from __future__ import annotations
+
+import json
+
+from mintdim_beam.core.errors import TokenizerValidationError
+from mintdim_beam.core.files import storage
+from mintdim_beam.core.inputs import compression
+from mintdim_beam.core.tokenizer.fast_bpe import ENGINE_TIKTOKEN, ENGINE_TOKENIZERS
+
+ENGINE_SENTENCEPIECE = "sentencepiece"
+SAMPLE_BYTES = 1 << 18  # per input file
+SAMPLE_SEGMENTS = 4000  # per build
+
+
+def _strings(value, out: list) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
+def sample_segments(paths: list[str], limit: int = SAMPLE_SEGMENTS) -> list[str]:
+    """The strings of the first rows of each input file (up to `SAMPLE_BYTES` of each,
+    decompressed), at most `limit` in all; unreadable rows are skipped (the build
+    reports them with file and line)."""
+    per_file = max(1, limit // max(1, len(paths)))
+    found: list[str] = []
+    for path in paths:
+        try:
+            with storage.open_read(path) as raw:
+                head = raw.read(SAMPLE_BYTES)
+            codec, _ = compression.sniff(head)
+            if codec not in (None, compression.PLAIN):
+                with storage.open_read(path) as raw:
+                    head = compression.decompressed(raw, codec).read(SAMPLE_BYTES)
+            elif codec is None:
+                continue
+        except Exception:  # noqa: BLE001 - the build's own reading reports the file
+            continue
+        strings: list[str] = []
+        lines = head.splitlines()
+        if len(head) == SAMPLE_BYTES:
+            lines = lines[:-1]  # cut by the sample's end
+        for line in lines:
+            try:
+                _strings(json.loads(line), strings)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if len(strings) >= per_file:
+                break
+        found += strings[:per_file]
+    return found[:limit]
+
+
+def _first_difference(tokenizer, fast, texts: list[str]) -> str | None:
+    for plain in (False, True):
+        slow_ids = tokenizer.encode_plain_many(texts) if plain else tokenizer.encode_many(texts)
+        fast_ids = fast.encode_plain_many(texts) if plain else fast.encode_many(texts)
+        for text, a, b in zip(texts, slow_ids, fast_ids):
+            if list(a) != list(b):
+                return f"differs from tokenizers on {text[:60]!r}"
+    return None
+
+
+def choose_engine(tokenizer, wanted: str, samples: list[str], shown: str) -> tuple[str, str]:
+    """(engine, why) for `tokenizer` (an adapter of `tokenizers.py`)."""
+    if tokenizer.kind == "sentencepiece":
+        return ENGINE_SENTENCEPIECE, "SentencePiece encodes SentencePiece models"
+    if wanted == ENGINE_TOKENIZERS:
+        return ENGINE_TOKENIZERS, "tokenizer.engine: tokenizers"
+    fast, reason = tokenizer.fast_view()
+    if fast is not None and samples:
+        difference = _first_difference(tokenizer, fast, samples)
+        if difference:
+            fast, reason = None, f"the build's own text: {difference}"
+    if fast is None:
+        if wanted == ENGINE_TIKTOKEN:
+            raise TokenizerValidationError(
+                component="engine",
+                problem=f"tokenizer.engine tiktoken is not exact for {shown}: {reason}")
+        return ENGINE_TOKENIZERS, reason
+    return ENGINE_TIKTOKEN, (f"byte-level BPE: the same ids as tokenizers on probe texts "
+                             f"and {len(samples):,} sampled segments")

