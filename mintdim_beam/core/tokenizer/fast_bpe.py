@@ -95,14 +95,18 @@ def _pattern(spec) -> tuple[str | None, str | None]:
     return None, f"pre-tokenizer {spec.get('type')} is not one the engine reproduces"
 
 
-def _ranks(model: dict) -> tuple[dict | None, str | None]:
-    """tiktoken's {token bytes: id}, or the reason the merges do not allow it."""
+def _ranks(model: dict, added: set) -> tuple[dict | None, str | None]:
+    """tiktoken's {token bytes: id}, or the reason the merges do not allow it. `added`:
+    the added tokens' text, which a trained vocabulary holds too; `tokenizers` reads
+    them out of text before its model, so the engine never makes them."""
     vocab = model.get("vocab")
     merges = model.get("merges")
     if not isinstance(vocab, dict) or not isinstance(merges, list):
         return None, "the BPE has no vocab or merges"
     ranks, by_text, multi = {}, {}, []
     for token, token_id in vocab.items():
+        if token in added:
+            continue
         try:
             data = bytes(_CHAR_TO_BYTE[c] for c in token)
         except KeyError:
@@ -111,7 +115,7 @@ def _ranks(model: dict) -> tuple[dict | None, str | None]:
         by_text[token] = int(token_id)
         if len(data) > 1:
             multi.append(token)
-    if len(ranks) != len(vocab) or len(set(ranks.values())) != len(ranks):
+    if len(ranks) != len(by_text) or len(set(ranks.values())) != len(ranks):
         return None, "two tokens share bytes or an id"
     if any(bytes([b]) not in ranks for b in range(256)):
         return None, "not every byte has a token"
@@ -194,7 +198,9 @@ def fast_engine(spec: dict) -> tuple[FastBPE | None, str]:
     pattern, reason = _pattern(spec.get("pre_tokenizer"))
     if reason:
         return None, reason
-    ranks, reason = _ranks(model)
+    added = [t.get("content") for t in spec.get("added_tokens") or [] if isinstance(t, dict)]
+    added = [a for a in added if isinstance(a, str)]
+    ranks, reason = _ranks(model, set(added))
     if reason:
         return None, reason
     try:
@@ -207,8 +213,7 @@ def fast_engine(spec: dict) -> tuple[FastBPE | None, str]:
     lengths = np.zeros(max(ranks.values()) + 1, dtype=np.int64)
     for data, token_id in ranks.items():
         lengths[token_id] = len(data)
-    added = [t.get("content") for t in spec.get("added_tokens") or [] if isinstance(t, dict)]
     plain_added = [t.get("content") for t in spec.get("added_tokens") or []
                    if isinstance(t, dict) and not t.get("special")]
-    return FastBPE(encoding, form, [a for a in added if isinstance(a, str)],
-                   [a for a in plain_added if isinstance(a, str)], lengths), ""
+    return FastBPE(encoding, form, added, [a for a in plain_added if isinstance(a, str)],
+                   lengths), ""
