@@ -23,6 +23,10 @@ SAMPLE_SEGMENTS = 4000  # per build
 
 def _strings(value, out: list) -> None:
     if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: the build reports its line
+            return
         out.append(value)
     elif isinstance(value, dict):
         for item in value.values():
