@@ -87,6 +87,23 @@ def write_corpus(path: Path, n: int, seed: int = 2026, make_row=None) -> Path:
     return path
 
 
+def write_repeating_corpus(path: Path, n: int, distinct: int = 50_000, seed: int = 2026) -> Path:
+    """`n` rows: the first `distinct` rows of `write_corpus` cycled, so each record
+    occurs about n / distinct times (60 at 3 million): the corpus of issue 28 item 4,
+    where every sample is in a duplicate group. Written once (an existing file is kept)."""
+    if path.exists():
+        return path
+    with open(write_corpus(path.with_name(f"corpus_{distinct}.jsonl"), distinct, seed),
+              encoding="utf-8") as src:
+        rows = src.readlines()
+    tmp = path.with_suffix(".partial")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for i in range(n):
+            handle.write(rows[i % len(rows)])
+    tmp.rename(path)
+    return path
+
+
 def train_tokenizers(corpus: Path, workdir: Path, vocab: int = 8000) -> dict:
     """A SentencePiece unigram and a Hugging Face BPE tokenizer, both `vocab` pieces."""
     import sentencepiece as spm

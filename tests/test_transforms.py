@@ -119,21 +119,14 @@ def test_hash_buckets_take_the_first_48_bits_of_each_digest():
             int(d[:12], 16) % buckets for d in digests]
 
 
-def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
-    import json
-    import random
-
+def _hash_pieces(entries, rng, size=70):
+    """Hash entries (digest, sample_id, file, line) as group-by values: several pieces per
+    file, in no particular order."""
     import numpy as np
 
-    from mintdim_beam.unit_build.transforms.duplicates import group_rows
-
-    rng = random.Random(5)
-    pool = [hashlib.sha256(bytes([i])).hexdigest() for i in range(40)]
-    entries = [(pool[rng.randrange(40)], sid, rng.randrange(2), rng.randrange(1, 999))
-               for sid in rng.sample(range(10_000), 300)]
     pieces = []
-    for start in range(0, 300, 70):  # several pieces, in no particular order
-        chunk = entries[start:start + 70]
+    for start in range(0, len(entries), size):
+        chunk = entries[start:start + size]
         for fp in (0, 1):
             part = [e for e in chunk if e[2] == fp]
             if part:
@@ -141,23 +134,86 @@ def test_duplicate_rows_group_by_hash_in_sample_order_across_pieces():
                                np.array([e[1] for e in part]), fp,
                                np.array([e[3] for e in part])))
     rng.shuffle(pieces)
-    dataset = _dataset("unused")
-    plan = _Plan(dataclasses.replace(dataset, files=dataset.files + (InputFile(1, "b.jsonl", "b.jsonl"),)))
-    rows = list(group_rows(((0, 3), pieces), {0: plan}))
+    return pieces
+
+
+def _want_groups(entries):
+    """digest -> members (sample_id, file, line) in sample order, for groups of 2+."""
     groups = {}
     for digest, sid, fp, line in entries:
         groups.setdefault(digest, []).append((sid, ["in.jsonl", "b.jsonl"][fp], line))
-    want = {}
-    for digest, members in groups.items():
-        if len(members) > 1:
-            members.sort()
-            want[digest] = members
+    return {d: sorted(m) for d, m in groups.items() if len(m) > 1}
+
+
+def _two_file_plan(out=None):
+    dataset = _dataset("unused")
+    files = dataset.files + (InputFile(1, "b.jsonl", "b.jsonl"),)
+    dataset = dataclasses.replace(dataset, files=files, **({"output_path": out} if out else {}))
+    return _Plan(dataset)
+
+
+def test_duplicate_groups_by_hash_in_sample_order_across_pieces():
+    import json
+    import random
+
+    from mintdim_beam.unit_build.transforms.duplicates import group_members
+
+    rng = random.Random(5)
+    pool = [hashlib.sha256(bytes([i])).hexdigest() for i in range(40)]
+    entries = [(pool[rng.randrange(40)], sid, rng.randrange(2), rng.randrange(1, 999))
+               for sid in rng.sample(range(10_000), 300)]
+    rows = list(group_members(((0, 3), _hash_pieces(entries, rng)), {0: _two_file_plan()}))
+    want = _want_groups(entries)
     assert len(rows) == len(want)
-    for (ds, part), (first, count, row) in rows:
+    assert [first for first, _, _ in rows] == sorted(m[0][0] for m in want.values())
+    for first, count, row in rows:
         doc = json.loads(row)
         members = want[doc["hash"]]
-        assert (ds, part, first, count) == (0, members[0][0] // 2, members[0][0], len(members))
-        assert [(m["sample_id"], m["source_file"], m["source_line"]) for m in doc["samples"]] == members
+        assert (first, count) == (members[0][0], len(members))
+        assert [(m["sample_id"], m["source_file"], m["source_line"])
+                for m in doc["samples"]] == members
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 4096])
+def test_duplicate_parts_hold_every_repeat_in_order_through_scratch_files(tmp_path, monkeypatch,
+                                                                         chunk):
+    """Issue 28: with each sample repeated many times, the rows go through the buckets'
+    scratch files and only (bucket, rows) references reach the part group-by; the parts
+    joined are the duplicate index of all the entries, byte for byte, whatever the
+    read chunk (1 byte: each row read alone; 4096: rows split across reads)."""
+    import random
+
+    from mintdim_beam.core.formats import mintdim as fmt
+    from mintdim_beam.unit_build.transforms import duplicates
+
+    if chunk:
+        monkeypatch.setattr(duplicates.WriteDuplicatePartFn, "READ_BUDGET", 0)
+        monkeypatch.setattr(duplicates.WriteDuplicatePartFn, "MIN_CHUNK", chunk)
+        monkeypatch.setattr(duplicates, "_CHUNK", chunk)
+    rng = random.Random(7)
+    pool = [hashlib.sha256(bytes([i])).hexdigest() for i in range(25)]
+    records = [(pool[rng.randrange(25)], rng.randrange(2), rng.randrange(1, 999))
+               for _ in range(25)]
+    entries = [(records[sid % 25][0], sid, records[sid % 25][1], records[sid % 25][2] + sid)
+               for sid in range(1000)]  # 25 records cycled: each about 40 times
+    plan = _two_file_plan(str(tmp_path / "out"))
+    buckets = {}
+    for entry in entries:
+        buckets.setdefault(int(entry[0], 16) % 3, []).append(entry)
+    refs = {}
+    for bucket, members in buckets.items():
+        for key, ref in duplicates.group_rows(((0, bucket), _hash_pieces(members, rng)), {0: plan}):
+            assert len(ref) == 3  # (bucket, lo, hi): a reference, never the rows
+            refs.setdefault(key, []).append(ref)
+    parts = []
+    for key in sorted(refs):
+        refs[key].reverse()  # a group-by's values come in no set order
+        parts += duplicates.WriteDuplicatePartFn({0: plan}).process((key, refs[key]))
+    want = sorted(_want_groups(entries).items(), key=lambda kv: kv[1][0][0])
+    joined = b"".join(open(path, "rb").read() for _, _, path, _, _ in parts)
+    assert joined.decode() == "".join(fmt.duplicate_row(d, m) for d, m in want)
+    assert sum(p[3] for p in parts) == len(want)
+    assert sum(p[4] for p in parts) == 1000
 
 
 def test_packed_side_input_round_trips_and_pickles_as_one_blob():

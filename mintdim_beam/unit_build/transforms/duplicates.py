@@ -3,8 +3,12 @@ hash buckets (about one shard's worth of samples each), grouped by hash within a
 
 Groups are written as ordered parts: part p holds the groups whose first sample_id
 falls in [p*W, (p+1)*W), so joining parts in order gives groups by first sample_id.
+A bucket's rows go to a scratch file and only (bucket, rows) references reach the
+part's group-by: memory stays flat however many samples repeat (issue 28).
 """
 from __future__ import annotations
+
+import itertools
 
 import apache_beam as beam
 import numpy as np
@@ -46,7 +50,9 @@ def _entries(part, ds: int, dataset):
     return rows["digest"].tobytes(), rows["sample_id"], file_pos, rows["line"]
 
 
-def group_rows(element, plans):
+def group_members(element, plans):
+    """A hash bucket's duplicate groups, in ascending first sample_id: (first sample_id,
+    members, duplicate_index row)."""
     (ds, _), parts = element
     dataset = plans[ds].dataset
     # GroupByKey's iterable: in no set order
@@ -63,37 +69,139 @@ def group_rows(element, plans):
     repeated = np.flatnonzero(counts[inverse] > 1)
     if not len(repeated):
         return
-    # Members of a group sorted by sample_id: sort by (group, sample_id).
+    # Members of a group sorted by sample_id: sort by (group, sample_id); the groups
+    # then by their first member (a sample is in one group: no two groups share it).
     order = repeated[np.lexsort((sample_ids[repeated], inverse[repeated]))]
     bounds = np.flatnonzero(np.diff(inverse[order])) + 1
-    files = plans[ds].dataset.files
-    width = plans[ds].dataset.samples_per_shard
-    for members in np.split(order, bounds):
+    groups = np.split(order, bounds)
+    firsts = sample_ids[order[np.concatenate(([0], bounds))]]
+    files = dataset.files
+    for g in np.argsort(firsts, kind="stable").tolist():
+        members = groups[g]
         sids = sample_ids[members].tolist()
         row = fmt.duplicate_row(raw[members[0]].tobytes().hex(), [
             (sid, files[fp].given, line)
             for sid, fp, line in zip(sids, file_pos[members].tolist(), lines[members].tolist())])
-        yield (ds, sids[0] // width), (sids[0], len(sids), row)
+        yield sids[0], len(sids), row
+
+
+# A bucket's rows file holds its duplicate_index rows in first sample_id order; its
+# index file one entry per row: first sample_id, members, byte offset and length.
+ROW_INDEX = np.dtype([("first", "<i8"), ("count", "<i8"), ("start", "<i8"), ("length", "<i8")])
+_CHUNK = 1 << 20  # bytes of rows joined per write
+
+
+def bucket_rows_path(dataset, bucket: int, extension: str) -> str:
+    return storage.join(dataset.scratch_path, "parts", "duplicate_rows",
+                        f"{bucket:09d}.{extension}")
+
+
+def group_rows(element, plans):
+    """Write a hash bucket's duplicate rows to its rows file (`bucket_rows_path`) and
+    yield, for each part its groups fall in, ((dataset, part), (bucket, lo, hi)): rows
+    [lo, hi) of the bucket's index. Why not the rows themselves: a group-by holds its
+    whole input, and when samples repeat every sample is in a group, so the rows would
+    wait there all at once (116 bytes a sample, held several times over)."""
+    (ds, bucket), _ = element
+    dataset = plans[ds].dataset
+    rows = group_members(element, plans)
+    head = next(rows, None)
+    if head is None:
+        return
+    index = []
+
+    def chunks():
+        batch, size, start = [], 0, 0
+        for first, count, row in itertools.chain([head], rows):
+            data = row.encode("utf-8")
+            index.append((first, count, start, len(data)))
+            start += len(data)
+            batch.append(data)
+            size += len(data)
+            if size >= _CHUNK:
+                yield b"".join(batch)
+                batch, size = [], 0
+        if batch:
+            yield b"".join(batch)
+
+    out = dataset.output_path
+    storage.write_stream_atomic(bucket_rows_path(dataset, bucket, "jsonl"), chunks(), out)
+    table = np.array(index, dtype=ROW_INDEX)
+    storage.write_atomic(bucket_rows_path(dataset, bucket, "idx"), table.tobytes(), out)
+    part_of = table["first"] // dataset.samples_per_shard
+    cuts = (np.flatnonzero(np.diff(part_of)) + 1).tolist()
+    for lo, hi in zip([0] + cuts, cuts + [len(table)]):
+        yield (ds, int(part_of[lo])), (bucket, lo, hi)
+
+
+class RowRun:
+    """Rows [lo, hi) of a bucket's rows file, read forward `chunk` bytes at a time
+    (contiguous: the rows file is in first sample_id order, and so is a part)."""
+
+    def __init__(self, dataset, bucket: int, lo: int, hi: int, chunk: int):
+        size = ROW_INDEX.itemsize
+        self.index = np.frombuffer(storage.read_range(
+            bucket_rows_path(dataset, bucket, "idx"), lo * size, (hi - lo) * size), dtype=ROW_INDEX)
+        self._path, self._chunk = bucket_rows_path(dataset, bucket, "jsonl"), chunk
+        self._pos = int(self.index["start"][0])
+        self._end = int(self.index["start"][-1] + self.index["length"][-1])
+        self._buf, self._at = b"", 0
+
+    def take(self, length: int) -> bytes:
+        """The next `length` bytes of the run."""
+        if self._at + length > len(self._buf):
+            rest = self._buf[self._at:]
+            want = min(max(self._chunk, length - len(rest)), self._end - self._pos)
+            self._buf, self._at = rest + storage.read_range(self._path, self._pos, want), 0
+            self._pos += want
+        data = self._buf[self._at:self._at + length]
+        self._at += length
+        return data
+
+
+def merged_rows(runs: list):
+    """The rows of `runs` in ascending first sample_id, in chunks of about `_CHUNK` bytes."""
+    which = np.concatenate([np.full(len(run.index), k) for k, run in enumerate(runs)])
+    firsts = np.concatenate([run.index["first"] for run in runs])
+    lengths = np.concatenate([run.index["length"] for run in runs])
+    order = np.argsort(firsts, kind="stable")
+    batch, size = [], 0
+    for k, length in zip(which[order].tolist(), lengths[order].tolist()):
+        batch.append(runs[k].take(length))
+        size += length
+        if size >= _CHUNK:
+            yield b"".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield b"".join(batch)
 
 
 class WriteDuplicatePartFn(beam.DoFn):
+    """One part from the buckets' runs of rows in it: read a bounded chunk of each run
+    at a time (about 16 MiB in all) and written as they merge, never whole in memory."""
+
+    READ_BUDGET, MIN_CHUNK = 16 << 20, 64 << 10
+
     def __init__(self, plans: dict):
         self._plans = plans
 
     def process(self, element):
-        (ds, part), rows = element
-        rows = sorted(rows)
+        (ds, part), refs = element
+        refs = sorted(refs)
         dataset = self._plans[ds].dataset
+        chunk = max(self.MIN_CHUNK, self.READ_BUDGET // len(refs))
+        runs = [RowRun(dataset, bucket, lo, hi, chunk) for bucket, lo, hi in refs]
         out = dataset.output_path
         path = storage.join(dataset.scratch_path, "parts", "duplicate", f"{part:012d}.jsonl")
-        storage.write_text_atomic(path, "".join(row for _, _, row in rows), out)
-        yield ds, part, path, len(rows), sum(count for _, count, _ in rows)
+        storage.write_stream_atomic(path, merged_rows(runs), out)
+        yield ds, part, path, sum(len(r.index) for r in runs), sum(
+            int(r.index["count"].sum()) for r in runs)
 
 
 class DuplicateIndex(beam.PTransform):
-    """((dataset, bucket), (raw 32-byte digests joined, sample ids, file, lines)) ->
-    duplicate parts:
-    (dataset, part, path, groups, samples)."""
+    """((dataset, bucket), hash entries or `hash_ref`s) -> duplicate parts:
+    (dataset, part, path, groups, samples). Only small references cross the group-bys;
+    the rows go through scratch files (`group_rows`)."""
 
     def __init__(self, plans: dict):
         super().__init__()
