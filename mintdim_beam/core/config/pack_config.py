@@ -19,7 +19,7 @@ from mintdim_beam.core.render.template import CompiledTemplate, compile_template
 from mintdim_beam.core.tokenizer.engine_choice import choose_engine, sample_segments
 from mintdim_beam.core.tokenizer.special_tokens import (TokenizerOptions, read_tokenizer_config,
                                                        tiktoken_keys)
-from mintdim_beam.core.tokenizer.tokenizers import load_tokenizer
+from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 
 DEFAULT_SHARD_TOKENS = 1 << 29  # 1 GiB of uint16 tokens per shard, as Dolma's default file cap
 PACK_KEYS = ("eod", "seed", "shard_tokens")
@@ -149,8 +149,8 @@ def resolve_pack(raw: dict) -> PackConfig:
 def prepare_pack(config: PackConfig) -> PackPlan:
     """Load the tokenizer once: the EOD id (pack.eod, else the tokenizer's EOS), the BOS
     id when asked for, and the dtype every id fits."""
-    tokenizer = load_tokenizer(config.tokenizer_kind, config.tokenizer_path, config.tokenizer_given,
-                               config.tokenizer_options)
+    tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path,
+                                 config.tokenizer_options, config.tokenizer_given)
     engine, engine_why = choose_engine(
         tokenizer, config.tokenizer_options.engine,
         sample_segments([f.path for f in config.files]), config.tokenizer_given)

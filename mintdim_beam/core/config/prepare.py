@@ -21,7 +21,7 @@ from mintdim_beam.core.tokenizer.round_trip import Decoder
 from mintdim_beam.core.tokenizer.special_tokens import TokenizerFacts, resolve_facts
 from mintdim_beam.core.tokenizer.engine_choice import choose_engine, sample_segments
 from mintdim_beam.core.tokenizer.tokenizer_card import build_card
-from mintdim_beam.core.tokenizer.tokenizers import load_tokenizer
+from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 
 DTYPES = (("uint16", 0xFFFF, 2), ("uint32", 0xFFFFFFFF, 4))
 
@@ -71,8 +71,8 @@ def check_unit_sizes(sizes, dtype: str, max_value: int, vocab_size: int) -> None
 
 
 def prepare(dataset: Dataset) -> DatasetPlan:
-    tokenizer = load_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
-                               dataset.tokenizer_given, dataset.tokenizer_options)
+    tokenizer = cached_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
+                                 dataset.tokenizer_options, dataset.tokenizer_given)
     engine, engine_why = choose_engine(
         tokenizer, dataset.tokenizer_options.engine,
         sample_segments([f.path for f in dataset.files]), dataset.tokenizer_given)

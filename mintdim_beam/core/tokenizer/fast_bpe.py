@@ -51,7 +51,17 @@ def bytes_to_unicode() -> dict[int, str]:
     return table
 
 
-_CHAR_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
+# Byte-level text <-> bytes through latin-1: one character per byte both ways.
+TO_BYTE_LEVEL = {b: c for b, c in bytes_to_unicode().items()}
+_FROM_BYTE_LEVEL = {ord(c): b for b, c in bytes_to_unicode().items()}
+_NOT_BYTE_LEVEL = re.compile("[^" + re.escape("".join(bytes_to_unicode().values())) + "]")
+
+
+def token_bytes(token: str) -> bytes | None:
+    """The bytes a byte-level token stands for, or None for other text."""
+    if _NOT_BYTE_LEVEL.search(token):
+        return None
+    return token.translate(_FROM_BYTE_LEVEL).encode("latin-1")
 
 
 def _normalizer_form(spec) -> tuple[str | None, str | None]:
@@ -107,9 +117,8 @@ def _ranks(model: dict, added: set) -> tuple[dict | None, str | None]:
     for token, token_id in vocab.items():
         if token in added:
             continue
-        try:
-            data = bytes(_CHAR_TO_BYTE[c] for c in token)
-        except KeyError:
+        data = token_bytes(token)
+        if data is None:
             return None, f"token {token!r} is not written in byte-level characters"
         ranks[data] = int(token_id)
         by_text[token] = int(token_id)
@@ -203,6 +212,14 @@ def fast_engine(spec: dict) -> tuple[FastBPE | None, str]:
     ranks, reason = _ranks(model, set(added))
     if reason:
         return None, reason
+    return engine_from_ranks(ranks, pattern, form, spec)
+
+
+def engine_from_ranks(ranks: dict, pattern: str, form: str | None,
+                      spec: dict) -> tuple[FastBPE | None, str]:
+    """The engine for checked `ranks` ({token bytes: id}); `spec` names the added tokens."""
+    added = [t.get("content") for t in spec.get("added_tokens") or [] if isinstance(t, dict)]
+    added = [a for a in added if isinstance(a, str)]
     try:
         import tiktoken
 

@@ -84,18 +84,20 @@ def looks_like_tiktoken(data: bytes) -> bool:
 
 def tokenizer_json(ranks: dict[bytes, int], pattern: str, specials: dict[str, int]) -> dict:
     """The `tokenizer.json` document that encodes as tiktoken does with these ranks."""
-    table = bytes_to_unicode()
-
-    def text(data: bytes) -> str:
-        return "".join(table[b] for b in data)
-
-    vocab = {text(data): rank for data, rank in ranks.items()}
-    merges = []
+    # One byte-level character per byte: a token's halves are its text's halves.
+    to_text = {b: c for b, c in bytes_to_unicode().items()}
+    table = str.maketrans({chr(b): c for b, c in to_text.items()})
+    vocab, merges = {}, []
+    get = ranks.get
     for data, rank in ranks.items():
+        text = data.decode("latin-1").translate(table)
+        vocab[text] = rank
         for cut in range(1, len(data)):
-            left, right = data[:cut], data[cut:]
-            if left in ranks and right in ranks:
-                merges.append((rank, ranks[left], ranks[right], text(left), text(right)))
+            left = get(data[:cut])
+            if left is not None:
+                right = get(data[cut:])
+                if right is not None:
+                    merges.append((rank, left, right, text, cut))
     merges.sort()
     added = [{"id": token_id, "content": content, "single_word": False, "lstrip": False,
               "rstrip": False, "normalized": False, "special": True}
@@ -114,5 +116,6 @@ def tokenizer_json(ranks: dict[bytes, int], pattern: str, specials: dict[str, in
         "model": {"type": "BPE", "dropout": None, "unk_token": None,
                   "continuing_subword_prefix": None, "end_of_word_suffix": None,
                   "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
-                  "vocab": vocab, "merges": [[m[3], m[4]] for m in merges]},
+                  "vocab": vocab,
+                  "merges": [[m[3][:m[4]], m[3][m[4]:]] for m in merges]},
     }

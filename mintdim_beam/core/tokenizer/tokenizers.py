@@ -9,6 +9,7 @@ pad or truncate on the tokenizer side.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -224,7 +225,7 @@ class HuggingFaceTokenizer:
         structure allows the engine and it gives this tokenizer's ids on probe texts;
         else (None, why not)."""
         if self._fast is None:
-            engine, why = fast_bpe.fast_engine(self.spec)
+            engine, why = self._build_fast()
             self._fast = (engine, why)
             if engine is not None:
                 view = self.with_engine(fast_bpe.ENGINE_TIKTOKEN)
@@ -240,13 +241,16 @@ class HuggingFaceTokenizer:
             return None, self._fast[1]
         return self.with_engine(fast_bpe.ENGINE_TIKTOKEN), self._fast[1]
 
+    def _build_fast(self):
+        return fast_bpe.fast_engine(self.spec)
+
     def with_engine(self, engine: str):
         """This tokenizer encoding with `engine` (a plan's decision, `engine_choice`)."""
         if engine == self.engine or engine not in (fast_bpe.ENGINE_TIKTOKEN,
                                                     fast_bpe.ENGINE_TOKENIZERS):
             return self
         if engine == fast_bpe.ENGINE_TIKTOKEN and self._fast is None:
-            self._fast = fast_bpe.fast_engine(self.spec)
+            self._fast = self._build_fast()
         if engine == fast_bpe.ENGINE_TIKTOKEN and self._fast[0] is None:
             raise TokenizerValidationError(
                 component="engine", problem=f"the fast engine is not exact here: {self._fast[1]}")
@@ -296,7 +300,12 @@ class TiktokenTokenizer(HuggingFaceTokenizer):
             pattern = pattern or family_pattern
             specials = family_specials(len(ranks))
         specials.update(dict(given))
+        self._ranks, self._pattern = ranks, pattern
         super().__init__(b"", display_path, tiktoken_files.tokenizer_json(ranks, pattern, specials))
+
+    def _build_fast(self):
+        """The ranks are tiktoken's own: no merges to check."""
+        return fast_bpe.engine_from_ranks(self._ranks, self._pattern, None, self.spec)
 
 
 def describe_file(data: bytes) -> str:
@@ -431,8 +440,17 @@ def tokenizer_from_bytes(kind: str, data: bytes, shown: str, definition: tuple |
 _CACHE: dict[tuple, object] = {}
 
 
-def cached_tokenizer(kind: str, path: str, options=None):
-    key = (kind, path, repr(tiktoken_definition(options)))
+def cached_tokenizer(kind: str, path: str, options=None, display_path: str | None = None):
+    """The tokenizer loaded once per process: the launcher's plan and an in-process
+    worker share it. `display_path` names the file in errors (the first load's)."""
+    shown = display_path or path
+    if kind not in KINDS:
+        raise TokenizerValidationError(unsupported_format=True)
+    data = read_tokenizer_file(path, shown)
+    # Keyed by content too: a file rewritten at the same path is loaded again.
+    key = (kind, path, repr(tiktoken_definition(options)), hashlib.blake2b(data).digest())
     if key not in _CACHE:
-        _CACHE[key] = load_tokenizer(kind, path, options=options)
+        if len(_CACHE) >= 8:  # a long-lived process keeps the recent ones, not all
+            del _CACHE[next(iter(_CACHE))]
+        _CACHE[key] = tokenizer_from_bytes(kind, data, shown, tiktoken_definition(options))
     return _CACHE[key]
