@@ -3,9 +3,9 @@
 tiktoken merges by the rank of the merged token; `tokenizers` by the index of the merge.
 They give the same ids when the tokenizer is built the way tiktoken's are: a BPE over
 the 256 bytes with no byte fallback or dropout, every multi-byte token made by a merge,
-merges in the order of the ids they make, and a pre-tokenizer tiktoken reproduces (one
-split regex before byte-level mapping), after a normalizer Python can apply (none, NFC,
-NFKC). `fast_engine` checks that structure, then encodes probe texts both ways;
+merges in the order of the ids they make, and a pre-tokenizer tiktoken reproduces (split
+regexes before byte-level mapping: the last one tiktoken's, those before it applied in
+Python), after a normalizer Python can apply (none, NFC, NFKC). `fast_engine` checks that structure, then encodes probe texts both ways;
 `FastBPE.encode_many` also checks every text's bytes are all in its ids, and gives back
 the texts it cannot vouch for (added-token text, lost bytes) for `tokenizers` to encode.
 """
@@ -80,29 +80,48 @@ def _normalizer_form(spec) -> tuple[str | None, str | None]:
     return None, f"normalizer {kind}"
 
 
-def _pattern(spec) -> tuple[str | None, str | None]:
-    """(split regex, reason it is not reproduced)."""
+def _pattern(spec) -> tuple[str | None, tuple, str | None]:
+    """(last split regex, the split regexes before it, reason it is not reproduced)."""
     def byte_level(node, use_regex):
         return (isinstance(node, dict) and node.get("type") == "ByteLevel"
                 and node.get("add_prefix_space") is False
                 and bool(node.get("use_regex", True)) is use_regex)
 
+    def isolated(node):
+        regex = (node.get("pattern") or {}).get("Regex") if isinstance(node, dict) else None
+        if (isinstance(node, dict) and node.get("type") == "Split" and isinstance(regex, str)
+                and node.get("behavior") == "Isolated" and not node.get("invert")):
+            return regex
+        return None
+
     if spec is None:
-        return None, "no pre-tokenizer"
+        return None, (), "no pre-tokenizer"
     if byte_level(spec, True):
-        return GPT2_PATTERN, None
+        return GPT2_PATTERN, (), None
     if spec.get("type") == "Sequence":
         steps = spec.get("pretokenizers") or []
-        if len(steps) == 2 and byte_level(steps[1], False):
-            split = steps[0]
-            regex = (split.get("pattern") or {}).get("Regex") if isinstance(split, dict) else None
-            if (split.get("type") == "Split" and isinstance(regex, str)
-                    and split.get("behavior") == "Isolated" and not split.get("invert")):
-                return regex, None
-        splits = sum(1 for s in steps if isinstance(s, dict) and s.get("type") == "Split")
-        if splits > 1:
-            return None, f"pre-tokenizer: {splits} Split regexes in sequence (the engine takes one)"
-    return None, f"pre-tokenizer {spec.get('type')} is not one the engine reproduces"
+        regexes = [isolated(step) for step in steps[:-1]]
+        if len(steps) >= 2 and byte_level(steps[-1], False) and None not in regexes:
+            return regexes[-1], tuple(regexes[:-1]), None
+    return None, (), f"pre-tokenizer {spec.get('type')} is not one the engine reproduces"
+
+
+def _isolate(pattern, pieces: list[str]) -> list[str]:
+    """Each piece cut into the matches of `pattern` and the text between them, as a
+    `Split` with behavior Isolated cuts it."""
+    out = []
+    for piece in pieces:
+        pos = 0
+        for match in pattern.finditer(piece):
+            start, end = match.span()
+            if start > pos:
+                out.append(piece[pos:start])
+            if end > start:
+                out.append(piece[start:end])
+            pos = end
+        if pos < len(piece):
+            out.append(piece[pos:])
+    return out
 
 
 def _ranks(model: dict, added: set) -> tuple[dict | None, str | None]:
@@ -148,8 +167,14 @@ class FastBPE:
     """tiktoken's encoder for one tokenizer, and what it must leave to `tokenizers`."""
 
     def __init__(self, encoding, form: str | None, added: list[str], plain_added: list[str],
-                 byte_lengths: np.ndarray):
+                 byte_lengths: np.ndarray, splits: tuple = (), whole=None, last=None):
         self._encoding = encoding
+        # Split regexes before the last (DeepSeek V3: digits, then CJK runs), applied
+        # here; the last one is tiktoken's, with the text between its matches (which
+        # `tokenizers` keeps as pieces of their own) encoded whole.
+        self._splits = splits
+        self._whole = whole
+        self._last = last
         self._form = form
         self._lengths = byte_lengths
         self._added = _finder(added)
@@ -158,7 +183,7 @@ class FastBPE:
     def encode_many(self, texts: list[str], plain: bool) -> tuple[list, list[int]]:
         """(ids per text, indices of texts left to `tokenizers`: None at those places)."""
         finder = self._plain_added if plain else self._added
-        encode = self._encoding.encode_ordinary
+        encode = self._split_encode if self._splits else self._encoding.encode_ordinary
         form = self._form
         out, left = [], []
         for i, text in enumerate(texts):
@@ -183,6 +208,20 @@ class FastBPE:
         return out, left
 
 
+    def _split_encode(self, text: str) -> list[int]:
+        pieces = [text]
+        for pattern in self._splits:
+            pieces = _isolate(pattern, pieces)
+        ids, encode, lengths = [], self._encoding.encode_ordinary, self._lengths
+        for piece in pieces:
+            got = encode(piece)
+            if int(lengths[got].sum()) != len(piece.encode("utf-8")):  # text between matches
+                got = [i for part in _isolate(self._last, [piece])
+                       for i in self._whole.encode_ordinary(part)]
+            ids += got
+        return ids
+
+
 def _finder(contents: list[str]):
     """A test for whether a text holds any of `contents`, or None when there are none."""
     contents = sorted({c for c in contents if c}, key=len, reverse=True)
@@ -204,7 +243,7 @@ def fast_engine(spec: dict) -> tuple[FastBPE | None, str]:
     form, reason = _normalizer_form(spec.get("normalizer"))
     if reason:
         return None, reason
-    pattern, reason = _pattern(spec.get("pre_tokenizer"))
+    pattern, splits, reason = _pattern(spec.get("pre_tokenizer"))
     if reason:
         return None, reason
     added = [t.get("content") for t in spec.get("added_tokens") or [] if isinstance(t, dict)]
@@ -212,19 +251,27 @@ def fast_engine(spec: dict) -> tuple[FastBPE | None, str]:
     ranks, reason = _ranks(model, set(added))
     if reason:
         return None, reason
-    return engine_from_ranks(ranks, pattern, form, spec)
+    return engine_from_ranks(ranks, pattern, form, spec, splits)
 
 
-def engine_from_ranks(ranks: dict, pattern: str, form: str | None,
-                      spec: dict) -> tuple[FastBPE | None, str]:
-    """The engine for checked `ranks` ({token bytes: id}); `spec` names the added tokens."""
+def engine_from_ranks(ranks: dict, pattern: str, form: str | None, spec: dict,
+                      splits: tuple = ()) -> tuple[FastBPE | None, str]:
+    """The engine for checked `ranks` ({token bytes: id}); `spec` names the added tokens;
+    `splits` the split regexes applied before `pattern`."""
     added = [t.get("content") for t in spec.get("added_tokens") or [] if isinstance(t, dict)]
     added = [a for a in added if isinstance(a, str)]
     try:
         import tiktoken
 
+        import regex
+
         encoding = tiktoken.Encoding("mintdim-fast-bpe", pat_str=pattern,
                                      mergeable_ranks=ranks, special_tokens={})
+        whole = last = None
+        if splits:
+            whole = tiktoken.Encoding("mintdim-fast-bpe-whole", pat_str=r"[\s\S]+",
+                                      mergeable_ranks=ranks, special_tokens={})
+            splits, last = tuple(map(regex.compile, splits)), regex.compile(pattern)
     except Exception as exc:  # noqa: BLE001 - a regex tiktoken's engine cannot compile
         return None, f"tiktoken cannot take the pre-tokenizer: {type(exc).__name__}: {exc}"
     lengths = np.zeros(max(ranks.values()) + 1, dtype=np.int64)
@@ -233,4 +280,4 @@ def engine_from_ranks(ranks: dict, pattern: str, form: str | None,
     plain_added = [t.get("content") for t in spec.get("added_tokens") or []
                    if isinstance(t, dict) and not t.get("special")]
     return FastBPE(encoding, form, added, [a for a in plain_added if isinstance(a, str)],
-                   lengths), ""
+                   lengths, splits, whole, last), ""
