@@ -5,10 +5,19 @@
            texts (byte-level BPE, add_special_tokens=False), batched, in one process
   ours     mintdim-beam's default local build of the same dialogues,
            `mintdim-beam build CONFIG` (or the Beam flags given)
+  datasets the peer (issue 28): Hugging Face `datasets` loads the JSONL
+           (`load_dataset("json")`) and `Dataset.map(batched=True, num_proc=NUM_PROC)`
+           calls transformers' `PreTrainedTokenizerFast.apply_chat_template(messages,
+           tokenize=True)` on each batch of dialogues, with the same tokenizer.json and
+           the ChatML template as Jinja (CHATML_JINJA, the same text as ours renders); a
+           fresh datasets cache under OUT (no cached result reused), the ids written by
+           `map` to its Arrow cache files as datasets does; run with a Python that has
+           datasets and transformers (benchmarks/.work/venvs/datasets, peers.sh)
   parts    not timed by run_chat.py's table: the bound's steps and the product's chat
            steps timed one by one in one process, to see where the time goes
 
 usage: python chat_targets.py {bound|ours|parts} CORPUS TOKENIZER CONFIG [OUT] [flags...]
+       python chat_targets.py datasets CORPUS TOKENIZER OUT [NUM_PROC]
 """
 import json
 import sys
@@ -19,6 +28,44 @@ MAX_TURNS = 2  # dialogues with 3 exchanges are split into two records
 ON_EXTRA_TURNS = "split"
 SIZES = [128, 256, 512, 1024, 2048]
 BATCH = 4096
+
+
+# The ChatML template as Jinja for transformers: what `ChatTemplate.builtin("chatml")`
+# renders, `<|im_start|>{role}\n{content}<|im_end|>\n` per message, no generation prompt.
+CHATML_JINJA = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+                "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}")
+
+
+def datasets_peer(corpus, tokenizer, out, num_proc="2"):
+    """`datasets.map` + `apply_chat_template(tokenize=True)`: the JSONL loaded by
+    datasets (Arrow), mapped in batches of 1,000 dialogues over NUM_PROC processes;
+    returns the versions and the Arrow cache files that hold the ids (in row order)."""
+    import os
+
+    os.environ["HF_DATASETS_CACHE"] = os.path.join(out, "hf_cache")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import datasets
+    import transformers
+    from transformers import PreTrainedTokenizerFast
+
+    datasets.disable_progress_bars()
+    tk = PreTrainedTokenizerFast(tokenizer_file=tokenizer, eos_token="<|im_end|>",
+                                 pad_token="<|endoftext|>")
+    tk.chat_template = CHATML_JINJA
+    ds = datasets.load_dataset("json", data_files=corpus, split="train",
+                               cache_dir=os.path.join(out, "hf_cache"))
+
+    def encode(batch):
+        return {"input_ids": tk.apply_chat_template(batch["messages"], tokenize=True,
+                                                    return_dict=False)}
+
+    num_proc = int(num_proc)
+    mapped = ds.map(encode, batched=True, batch_size=1000, num_proc=num_proc if num_proc > 1 else None,
+                    remove_columns=ds.column_names, load_from_cache_file=False)
+    return {"datasets_version": datasets.__version__, "transformers_version": transformers.__version__,
+            "tokenizers_version": __import__("tokenizers").__version__, "rows": len(mapped),
+            "num_proc": num_proc, "cache_files": [f["filename"] for f in mapped.cache_files]}
 
 
 def _tokenizer(path):
@@ -144,7 +191,8 @@ def parts(corpus, tokenizer, config, limit=None):
     text_tokens = timed("encode_rendered", encode_texts)
     segment_tokens = timed("encode_segments", lambda: encode(nonempty))
     unsplit_tokens = timed("encode_segments_unsplit", lambda: encode(unsplit))
-    return {"dialogues": len(lines), "times": times, "cpu": cpu, "renders": renders,
+    fast = _fast_engine_parts(tokenizer, nonempty, timed)
+    return {**fast,"dialogues": len(lines), "times": times, "cpu": cpu, "renders": renders,
             "records": sum(len(layout.records) for layout in layouts),
             "segments_nonempty": len(nonempty),
             "rendered_chars": sum(map(len, texts)), "segment_chars": sum(map(len, nonempty)),
@@ -152,9 +200,50 @@ def parts(corpus, tokenizer, config, limit=None):
             "tokens_segments_unsplit": unsplit_tokens}
 
 
+def _fast_engine_parts(tokenizer, segments, timed) -> dict:
+    """The fast engine (issue 28) on the build's segments: `FastBPE.encode_many` as the
+    build calls it (added-token text recognized: a segment holding any is left to
+    `tokenizers`), and, as a what-if, the segments cut at the added tokens' text with the
+    pieces between encoded by `FastBPE` and each added token as its id (checked equal to
+    `tokenizers`' ids of the whole segments)."""
+    import re
+
+    from mintdim_beam.core.tokenizer.fast_bpe import fast_engine
+
+    with open(tokenizer, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    engine, why = fast_engine(spec)
+    if engine is None:
+        return {"fast_engine": None, "fast_engine_why": why}
+    _, left = timed("fast_encode_many", lambda: engine.encode_many(segments, False))
+    added = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
+    cut = re.compile("(" + "|".join(map(re.escape, sorted(added, key=len, reverse=True))) + ")")
+
+    def split_encode():
+        pieces = [piece for segment in segments for piece in cut.split(segment)]
+        plain = [piece for piece in pieces if piece and piece not in added]
+        encoded = iter(engine.encode_many(plain, True)[0])
+        out, ids = [], []
+        for piece in pieces:
+            if piece in added:
+                ids.append(added[piece])
+            elif piece:
+                ids.extend(next(encoded))
+        return ids
+
+    def reference():
+        tk = _tokenizer(tokenizer)
+        return [i for e in tk.encode_batch(segments, add_special_tokens=False) for i in e.ids]
+
+    fast_ids = timed("fast_encode_split_at_added", split_encode)
+    return {"fast_engine": "tiktoken", "segments_left_to_tokenizers": len(left),
+            "fast_split_tokens": len(fast_ids), "fast_split_equal_to_tokenizers": fast_ids == reference()}
+
+
 if __name__ == "__main__":
     target, *args = sys.argv[1:]
     start = time.perf_counter()
-    result = {"bound": bound, "ours": ours, "ours_api": ours_api, "parts": parts}[target](*args)
+    result = {"bound": bound, "ours": ours, "ours_api": ours_api, "parts": parts,
+              "datasets": datasets_peer}[target](*args)
     result["inner_seconds"] = time.perf_counter() - start
     print(json.dumps(result))

@@ -10,9 +10,12 @@ untimed helpers around it:
   datatrove  datatrove's LocalPipelineExecutor: JsonlReader -> DocumentTokenizer
              (TASKS tasks, TASKS workers), then DocumentTokenizerMerger (1 task), on the
              pre-rendered text files; run with a Python that has datatrove 0.10.1
+  dolma      `dolma tokens` (dolma 1.2.1's CLI, its console script run by
+             run_pack.py, not through this file): the same pre-rendered files, EOS = the
+             EOD id after each document, no BOS, encode_special_tokens as ours
 
 Untimed (imported by run_pack.py): the tokenizer training, the pre-rendered JSONL for
-datatrove, and the readers of both outputs (documents, tokens and the multiset of the
+datatrove and dolma, the `dolma tokens` command line, and the readers of the outputs (documents, tokens and the multiset of the
 documents' token sequences).
 
 usage: python pack_targets.py bound CORPUS TOKENIZER
@@ -138,16 +141,20 @@ def train_pack_tokenizer(corpus, path, vocab: int = 8000, lines: int = 30000):
     return path
 
 
+RENDERED_VERSION = "text+id"  # the marker's content: files of an older layout are rewritten
+
+
 def write_rendered(corpus, folder, parts: int):
-    """The corpus's rendered texts as `parts` JSONL files of {"text": ...} (contiguous
-    line ranges of equal size), what datatrove's JsonlReader reads: it splits work
-    between tasks by file. Written once (kept when its marker FOLDER.done exists: the
-    marker is outside, as the reader takes every file in the folder)."""
+    """The corpus's rendered texts as `parts` JSONL files of {"text": ..., "id": LINE}
+    (contiguous line ranges of equal size), what datatrove's JsonlReader and `dolma
+    tokens` read: both split work between tasks by file (dolma needs an id field, its
+    default `id`). Written once (kept when its marker FOLDER.done holds this layout: the
+    marker is outside, as the readers take every file in the folder)."""
     from pathlib import Path
 
     folder = Path(folder)
     done = folder.with_name(folder.name + ".done")
-    if done.exists():
+    if done.exists() and done.read_text().split() == [str(parts), RENDERED_VERSION]:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():
@@ -160,12 +167,12 @@ def write_rendered(corpus, folder, parts: int):
         with open(corpus, encoding="utf-8") as handle:
             rows = (line for line in handle if line.strip())
             for i, line in enumerate(rows):
-                outs[i // per].write(json.dumps({"text": render(json.loads(line))},
+                outs[i // per].write(json.dumps({"text": render(json.loads(line)), "id": str(i)},
                                                 ensure_ascii=False) + "\n")
     finally:
         for out in outs:
             out.close()
-    done.write_text(f"{parts}\n")
+    done.write_text(f"{parts} {RENDERED_VERSION}\n")
     return folder
 
 
@@ -200,7 +207,8 @@ def read_ours(out) -> dict:
         tokens += int(index.lengths.sum())
         digests += _digests(data, np.cumsum(index.lengths, dtype=np.int64).tolist())
     return {"documents": documents, "tokens": tokens, "digests": sorted(digests),
-            "manifest_documents": manifest["documents"], "manifest_tokens": manifest["tokens"]}
+            "manifest_documents": manifest["documents"], "manifest_tokens": manifest["tokens"],
+            "engine": (manifest.get("tokenizer") or {}).get("engine")}
 
 
 def read_datatrove(out) -> dict:
@@ -219,6 +227,67 @@ def read_datatrove(out) -> dict:
         documents += len(ends)
         tokens += len(data) // 2
         digests += _digests(data, ends.tolist())
+    return {"documents": documents, "tokens": tokens, "digests": sorted(digests)}
+
+
+def dolma_command(dolma, text_dir, tokenizer, out, processes: int, eod_id: int = 0) -> list:
+    """`dolma tokens` as its README shows it, set to write what our pack writes: each
+    document's ids then the EOD id (`--tokenizer.eos_token_id`, no BOS; dolma appends
+    the EOS unless the ids already end with it, which our EOD-free texts never do),
+    special-token text encoded as plain text (`encode_special_tokens`, as the pack-build
+    encodes documents), uint16, PROCESSES writers over the pre-rendered files. dolma
+    strips each text and skips empty ones: the benchmark corpus has no text with
+    leading or trailing whitespace (run_pack.py counts them)."""
+    from pathlib import Path
+
+    return [str(dolma), "tokens", "--documents", str(Path(text_dir) / "*.jsonl"),
+            "--destination", str(out), "--tokenizer.name_or_path", str(tokenizer),
+            "--tokenizer.eos_token_id", str(eod_id), "--tokenizer.pad_token_id", str(eod_id),
+            "--tokenizer.encode_special_tokens", "--dtype", "uint16",
+            "--processes", str(processes), "--seed", "0"]
+
+
+def legacy_tokenizer(tokenizer, path):
+    """The same tokenizer.json for tokenizers <= 0.19 (dolma 1.2.1 requires it), which
+    reads merges only as "a b" strings, not as the [a, b] pairs that 0.20 and later
+    write. Byte-level BPE pieces hold no space, so the strings are unambiguous; the
+    outputs are compared after the runs anyway. Untimed; written once."""
+    from pathlib import Path
+
+    path = Path(path)
+    if path.exists():
+        return path
+    data = json.loads(Path(tokenizer).read_text(encoding="utf-8"))
+    merges = data["model"]["merges"]
+    if merges and not isinstance(merges[0], str):
+        assert not any(" " in a or " " in b for a, b in merges)
+        data["model"]["merges"] = [f"{a} {b}" for a, b in merges]
+    tmp = path.with_suffix(".partial")
+    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    tmp.rename(path)
+    return path
+
+
+def read_dolma(out) -> dict:
+    """Documents and tokens of `dolma tokens`' output (part-*.npy: the tokens as a raw
+    memmap, uint16; part-*.csv.gz: one row per document, start,end,id,src,loc), and the
+    sorted hashes of the documents' token sequences (the EOS included)."""
+    import csv
+    import gzip
+    from pathlib import Path
+
+    import numpy as np
+
+    documents = tokens = 0
+    digests = []
+    for npy in sorted(Path(out).glob("*.npy")):
+        data = np.memmap(npy, dtype="<u2", mode="r").tobytes()
+        with gzip.open(npy.with_suffix(".csv.gz"), "rt", newline="") as handle:
+            rows = [(int(r[0]), int(r[1])) for r in csv.reader(handle)]
+        for start, end in rows:
+            digests.append(hash(data[start * 2:end * 2]))
+        documents += len(rows)
+        tokens += sum(end - start for start, end in rows)
     return {"documents": documents, "tokens": tokens, "digests": sorted(digests)}
 
 

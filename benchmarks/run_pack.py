@@ -13,10 +13,16 @@ document. Measures, in interleaved rounds (the fastest run of each counts):
       same texts pre-rendered to JSONL (`{"text": ...}`, 2 files) before any timing,
       with a Python that has datatrove (--datatrove-python; default
       benchmarks/.work/dt_venv, see the README; skipped with a notice when none).
+  (d) dolma 1.2.1: `dolma tokens` (its CLI) over the same pre-rendered files, EOS = the
+      EOD id, 2 processes (--dolma, default benchmarks/.work/venvs/dolma/bin/dolma, env
+      MINTDIM_DOLMA; skipped with a notice when none; `bash benchmarks/peers.sh` makes
+      the peers' venvs);
   (b0) with --baseline-python PY: (b) by the mintdim-beam PY imports (e.g. the commit
       before a change), b/b0 printed and its shards compared with ours;
-Prints seconds, documents/s, tokens/s, peak RSS of the process tree, b/a (goal <= 1.5),
-c/b (goal >= 3) and, given two scales or more, our peak RSS at the largest over the
+Prints seconds, documents/s, tokens/s, peak RSS of the process tree, the min and median
+over the rounds of wall and CPU time (CPU of the whole process tree, see measure.py),
+b/a (goal <= 1.5), c/b (goal >= 3), each peer's CPU over ours (goal >= 2.5, issue 28),
+the engine our build encoded with (its manifest's tokenizer.engine) and, given two scales or more, our peak RSS at the largest over the
 smallest (goal <= 1.5); checks that (b) and (c) hold the same documents and tokens (as
 multisets of token sequences: both shuffle). Writes JSON (default
 benchmarks/.work/results_pack.json; `--json benchmarks/results_pack.json` records a run).
@@ -37,16 +43,29 @@ import pack_targets  # noqa: E402
 from corpus import write_corpus  # noqa: E402
 from measure import run_measured  # noqa: E402
 
-GOALS = {"ours_over_bound": 1.5, "datatrove_over_ours": 3.0, "peak_rss_large_over_small": 1.5}
+GOALS = {"ours_over_bound": 1.5, "datatrove_over_ours": 3.0, "peak_rss_large_over_small": 1.5,
+         "peer_cpu_over_ours": 2.5}
 NAMES = {"bound": "bound (a)", "ours": "mintdim-beam (b)", "baseline": "baseline (b0)",
-         "datatrove": "datatrove (c)"}
+         "datatrove": "datatrove (c)", "dolma": "dolma tokens (d)"}
+PEERS = ("datatrove", "dolma")
+
+
+def _dolma(given: str | None, work: Path) -> tuple[str | None, str]:
+    """The `dolma` command to run, and why (or why none)."""
+    if given is not None:
+        return (given or None), ("given" if given else "disabled (--dolma '')")
+    for venv in (work / "venvs" / "dolma", HERE / ".work" / "venvs" / "dolma"):
+        if (venv / "bin" / "dolma").exists():
+            return str(venv / "bin" / "dolma"), f"found {venv}"
+    return None, "no dolma 1.2.1 (bash benchmarks/peers.sh dolma)"
 
 
 def _datatrove_python(given: str | None, work: Path) -> tuple[str | None, str]:
     """The Python to run datatrove with, and why (or why none)."""
     if given is not None:
         return (given or None), ("given" if given else "disabled (--datatrove-python '')")
-    for venv in (work / "dt_venv", HERE / ".work" / "dt_venv"):
+    for venv in (work / "venvs" / "datatrove", HERE / ".work" / "venvs" / "datatrove",
+                 work / "dt_venv", HERE / ".work" / "dt_venv"):
         python = venv / "bin" / "python"
         if python.exists():
             return str(python), f"found {venv}"
@@ -83,10 +102,11 @@ def _run(cmd, env, out_dir):
         raise
 
 
-def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env: dict) -> dict:
+def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env: dict,
+           dolma: str | None = None) -> dict:
     corpus = write_corpus(work / f"corpus_{n}.jsonl", n)
     targets = str(HERE / "pack_targets.py")
-    out, dt_out = work / f"out_pack_{n}", work / f"dt_pack_{n}"
+    out, dt_out, dolma_out = work / f"out_pack_{n}", work / f"dt_pack_{n}", work / f"dolma_pack_{n}"
     config = _config(work / f"pack_{n}.json", corpus, tokenizer, out)
     commands = {
         "bound": ([sys.executable, targets, "bound", str(corpus), str(tokenizer)], None),
@@ -103,7 +123,13 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         commands["datatrove"] = ([dt_python, targets, "datatrove", str(text), str(tokenizer),
                                   str(dt_out), str(tasks), args.datatrove_shuffle_documents],
                                  dt_out)
-    # Rounds interleave the three, so a slow spell on this shared machine hits them
+    if dolma:
+        tasks = args.datatrove_tasks
+        text = pack_targets.write_rendered(corpus, work / f"pack_text_{n}_{tasks}", tasks)
+        legacy = pack_targets.legacy_tokenizer(tokenizer, tokenizer.with_suffix(".tokenizers019.json"))
+        commands["dolma"] = (pack_targets.dolma_command(dolma, text, legacy, dolma_out, tasks),
+                             dolma_out)
+    # Rounds interleave the targets, so a slow spell on this shared machine hits them
     # alike; the fastest run of each counts.
     runs: dict = {}
     every: dict = {name: [] for name in commands}
@@ -121,16 +147,29 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
            "text_tokens": bound["text_tokens"]}
     for name, r in runs.items():
         row[name] = {"seconds": round(r["seconds"], 2),
+                     "seconds_median": round(_median(every[name]), 2),
                      "documents_per_s": round(documents / r["seconds"]),
                      "tokens_per_s": round(tokens / r["seconds"]),
                      "peak_rss_mb": round(r["peak_rss_mb"], 1),
-                     "cpu_seconds": round(r["cpu_seconds"], 2),
-                     "every_run_seconds": every[name], "every_run_cpu_seconds": cpu[name]}
-    if "datatrove" in row:
-        # Not measured: its workers are children of multiprocess's forkserver, which
-        # nobody waits for, so their CPU time never reaches RUSAGE_CHILDREN.
-        row["datatrove"]["cpu_seconds"] = None
-        row["datatrove"]["every_run_cpu_seconds"] = None
+                     "cpu_seconds": round(min(cpu[name]), 2),
+                     "cpu_seconds_median": round(_median(cpu[name]), 2),
+                     "every_run_seconds": every[name], "every_run_cpu_seconds": cpu[name],
+                     "orphans_reaped": r.get("orphans_reaped", 0)}
+        if not r.get("cpu_complete", True):  # no subreaper: orphans' CPU is lost
+            row[name]["cpu_seconds"] = row[name]["cpu_seconds_median"] = None
+    # Each peer's CPU and wall over ours, min over min and median over median (issue 28:
+    # CPU >= 2.5).
+    row["peer_over_ours"] = {}
+    for peer in PEERS:
+        if peer in row and row["ours"]["cpu_seconds"] and row[peer]["cpu_seconds"] is not None:
+            p, o = row[peer], row["ours"]
+            row["peer_over_ours"][peer] = {
+                "cpu_min": round(p["cpu_seconds"] / o["cpu_seconds"], 2),
+                "cpu_median": round(p["cpu_seconds_median"] / o["cpu_seconds_median"], 2),
+                "wall_min": round(p["seconds"] / o["seconds"], 2),
+                "wall_median": round(p["seconds_median"] / o["seconds_median"], 2)}
+            row["peer_over_ours"][peer]["within_goal"] = (
+                row["peer_over_ours"][peer]["cpu_min"] >= GOALS["peer_cpu_over_ours"])
     row["ours_over_bound"] = round(row["ours"]["seconds"] / row["bound"]["seconds"], 2)
     if "baseline" in row:
         row["b_over_b0"] = round(row["ours"]["seconds"] / row["baseline"]["seconds"], 3)
@@ -145,6 +184,7 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
     outputs = {"bound": {"documents": documents, "tokens": tokens},
                "ours": {k: ours[k] for k in ("documents", "tokens", "manifest_documents",
                                              "manifest_tokens")}}
+    row["ours_engine"] = ours["engine"]
     if "datatrove" in runs:
         row["datatrove_over_ours"] = round(row["datatrove"]["seconds"] / row["ours"]["seconds"], 2)
         row["datatrove_within_goal"] = row["datatrove_over_ours"] >= GOALS["datatrove_over_ours"]
@@ -156,9 +196,28 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         if not row["same_documents_as_datatrove"]:
             row["documents_only_in_ours"] = _only_in(ours["digests"], theirs["digests"])
             row["documents_only_in_datatrove"] = _only_in(theirs["digests"], ours["digests"])
+    if "dolma" in runs:
+        theirs = pack_targets.read_dolma(dolma_out)
+        outputs["dolma"] = {k: theirs[k] for k in ("documents", "tokens")}
+        row["same_documents_as_dolma"] = ours["digests"] == theirs["digests"]
+        if not row["same_documents_as_dolma"]:
+            row["documents_only_in_ours_not_dolma"] = _only_in(ours["digests"], theirs["digests"])
+            row["documents_only_in_dolma"] = _only_in(theirs["digests"], ours["digests"])
+        row["texts_dolma_would_strip"] = _stripped_texts(corpus)
     row["outputs"] = outputs
     row["same_counts"] = len({(o["documents"], o["tokens"]) for o in outputs.values()}) == 1
     return row
+
+
+def _stripped_texts(corpus: Path) -> int:
+    """Rendered texts that `str.strip` changes (dolma tokenizes the stripped text)."""
+    count = 0
+    with open(corpus, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                text = pack_targets.render(json.loads(line))
+                count += text != text.strip()
+    return count
 
 
 def _training_corpus(work: Path, lines: int) -> Path:
@@ -200,6 +259,9 @@ def main(argv=None) -> int:
     parser.add_argument("--datatrove-python", default=os.environ.get("MINTDIM_DATATROVE_PYTHON"),
                         help="a Python with datatrove 0.10.1 and orjson ('' skips (c)); "
                              "default: WORKDIR/dt_venv or benchmarks/.work/dt_venv")
+    parser.add_argument("--dolma", default=os.environ.get("MINTDIM_DOLMA"),
+                        help="the `dolma` command of dolma 1.2.1 ('' skips (d)); default: "
+                             "WORKDIR/venvs/dolma/bin/dolma or benchmarks/.work/venvs/dolma")
     parser.add_argument("--datatrove-tasks", type=int, default=2,
                         help="DocumentTokenizer tasks (= workers and input files)")
     parser.add_argument("--datatrove-shuffle-documents", choices=("true", "false"), default="true",
@@ -221,6 +283,9 @@ def main(argv=None) -> int:
     dt_python, why = _datatrove_python(args.datatrove_python, work)
     if not dt_python:
         print(f"notice: {why}: skipping (c) datatrove", file=sys.stderr)
+    dolma, dolma_why = _dolma(args.dolma, work)
+    if not dolma:
+        print(f"notice: {dolma_why}: skipping (d) dolma", file=sys.stderr)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     report = {"scales": scales, "cores": os.cpu_count(), "repeat": args.repeat,
               "beam_flags": args.beam_flag,
@@ -231,9 +296,12 @@ def main(argv=None) -> int:
                             "shuffle_documents": args.datatrove_shuffle_documents == "true",
                             "merger_shuffle": True, "input": "pre-rendered {\"text\"} JSONL, "
                             f"{args.datatrove_tasks} files, written before the timing"},
+              "dolma": {"command": dolma, "why": dolma_why, "processes": args.datatrove_tasks,
+                        "eos_token_id": 0, "bos_token_id": None, "encode_special_tokens": True,
+                        "input": "the same pre-rendered files as datatrove's"},
               "goals": GOALS, "results": {}}
     for n in scales:
-        report["results"][str(n)] = _scale(n, args, work, tokenizer, dt_python, env)
+        report["results"][str(n)] = _scale(n, args, work, tokenizer, dt_python, env, dolma)
     if len(scales) > 1:
         small, large = str(min(scales)), str(max(scales))
         ratio = round(report["results"][large]["ours"]["peak_rss_mb"]
@@ -250,24 +318,33 @@ def _goal(ok: bool) -> str:
     return "meets" if ok else "MISSES"
 
 
+def _cpu(value) -> str:
+    return f"{value:7.2f}" if value is not None else f"{'n/a':>7}"
+
+
 def _print(report: dict) -> None:
     dt = report["datatrove"]
     for n, row in report["results"].items():
         print(f"\n{n} documents, {row['corpus_bytes'] / 1e6:.1f} MB, {row['tokens'] / 1e6:.2f}M tokens "
-              f"(EOD included), {report['cores']} cores, repeat {report['repeat']}")
-        print(f"[pack: {report['tokenizer']}]{'':4} {'seconds':>8} {'documents/s':>11} "
-              f"{'tokens/s':>10} {'peak MB':>8} {'CPU s':>7}")
-        for name in ("bound", "ours", "baseline", "datatrove"):
+              f"(EOD included), {report['cores']} cores, repeat {report['repeat']} (interleaved)")
+        engine = row.get("ours_engine") or {}
+        print(f"  ours encoded with engine: {engine.get('name')} ({engine.get('why')})")
+        print(f"[pack: {report['tokenizer']}]{'':4} {'wall min':>8} {'median':>7} {'CPU min':>7} "
+              f"{'median':>7} {'docs/s':>7} {'tokens/s':>9} {'peak MB':>8}")
+        for name in ("bound", "ours", "baseline", "datatrove", "dolma"):
             if name not in row:
                 continue
             r = row[name]
             label = NAMES[name]
             if name == "datatrove":
                 label = f"datatrove {row['datatrove_versions']['datatrove_version']} (c)"
-            print(f"  {label:42} {r['seconds']:8.2f} {r['documents_per_s']:11} {r['tokens_per_s']:10} "
-                  f"{r['peak_rss_mb']:8.1f} "
-                  + (f"{r['cpu_seconds']:7.2f}" if r["cpu_seconds"] is not None else f"{'n/a':>7}")
-                  + (f"   runs: {r['every_run_seconds']}" if len(r["every_run_seconds"]) > 1 else ""))
+            if name == "dolma":
+                label = "dolma 1.2.1 tokens (d)"
+            print(f"  {label:42} {r['seconds']:8.2f} {r['seconds_median']:7.2f} {_cpu(r['cpu_seconds'])} "
+                  f"{_cpu(r['cpu_seconds_median'])} {r['documents_per_s']:7} {r['tokens_per_s']:9} "
+                  f"{r['peak_rss_mb']:8.1f}"
+                  + (f"   wall: {r['every_run_seconds']} CPU: {r['every_run_cpu_seconds']}"
+                     if len(r["every_run_seconds"]) > 1 else ""))
         line = (f"  b/a = {row['ours_over_bound']}  ({_goal(row['ours_within_goal'])} the "
                 f"<= {report['goals']['ours_over_bound']}x goal)")
         if "b_over_b0" in row:
@@ -277,6 +354,10 @@ def _print(report: dict) -> None:
             line += (f"   c/b = {row['datatrove_over_ours']}  ({_goal(row['datatrove_within_goal'])} "
                      f"the >= {report['goals']['datatrove_over_ours']}x goal)")
         print(line)
+        for peer, ratio in row.get("peer_over_ours", {}).items():
+            print(f"  {peer}/ours: CPU {ratio['cpu_min']} (min) {ratio['cpu_median']} (median), "
+                  f"wall {ratio['wall_min']} / {ratio['wall_median']}  "
+                  f"({_goal(ratio['within_goal'])} the CPU >= {report['goals']['peer_cpu_over_ours']}x goal)")
         counts = "; ".join(f"{name} {o['documents']} documents, {o['tokens']} tokens"
                            for name, o in row["outputs"].items())
         print(f"  outputs: {counts}" + ("" if row["same_counts"] else "   COUNTS DIFFER"))
@@ -285,13 +366,26 @@ def _print(report: dict) -> None:
             print("  ours and datatrove's hold the same documents (token sequences, as multisets): "
                   + ("yes" if same else f"NO ({row['documents_only_in_ours']} only in ours, "
                                         f"{row['documents_only_in_datatrove']} only in datatrove's)"))
+        if "same_documents_as_dolma" in row:
+            same = row["same_documents_as_dolma"]
+            print("  ours and dolma's hold the same documents (token sequences, as multisets): "
+                  + ("yes" if same else f"NO ({row['documents_only_in_ours_not_dolma']} only in ours, "
+                                        f"{row['documents_only_in_dolma']} only in dolma's)")
+                  + f"; texts dolma would strip: {row['texts_dolma_would_strip']}")
     if not dt["python"]:
         print(f"\n(c) datatrove skipped: {dt['why']}")
     else:
         print(f"\n(c) datatrove: {dt['tasks']} tasks / {dt['workers']} workers, DocumentTokenizer "
               f"shuffle_documents={dt['shuffle_documents']}, merger shuffle={dt['merger_shuffle']}, "
-              f"input: {dt['input']}; python {dt['python']}.\n    Its CPU time is not measured "
-              "(n/a): its workers are children of a forkserver nobody waits for.")
+              f"input: {dt['input']}; python {dt['python']}.")
+    dm = report.get("dolma") or {}
+    if not dm.get("command"):
+        print(f"(d) dolma skipped: {dm.get('why')}")
+    else:
+        print(f"(d) dolma: {dm['processes']} processes, eos_token_id={dm['eos_token_id']}, no BOS, "
+              f"encode_special_tokens=true, input: {dm['input']}; {dm['command']}.")
+    print("CPU: user + system of the whole process tree (orphans reparented to the harness and "
+          "waited for). Megatron-LM's tools/preprocess_data.py: no PyPI package ships it (README).")
     if "peak_rss" in report:
         p = report["peak_rss"]
         print(f"peak RSS of (b), {p['large']} / {p['small']} documents = {p['ratio']}  "
