@@ -105,7 +105,8 @@ def write_repeating_corpus(path: Path, n: int, distinct: int = 50_000, seed: int
 
 
 def train_tokenizers(corpus: Path, workdir: Path, vocab: int = 8000) -> dict:
-    """A SentencePiece unigram and a Hugging Face BPE tokenizer, both `vocab` pieces."""
+    """A SentencePiece unigram, a Hugging Face BPE (whitespace pre-tokenizer) and a
+    byte-level BPE (GPT-2's pre-tokenizer, what the fast engine takes), `vocab` pieces."""
     import sentencepiece as spm
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -130,4 +131,16 @@ def train_tokenizers(corpus: Path, workdir: Path, vocab: int = 8000) -> dict:
                                                   limit_alphabet=300))
         tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")
         tok.save(str(hf_path))
-    return {"sentencepiece": sp_path, "hf_json": hf_path}
+    byte_path = workdir / "hf_bytelevel8k.json"
+    if not byte_path.exists():
+        from tokenizers import decoders
+
+        tok = Tokenizer(models.BPE(unk_token="[UNK]"))  # mintdim 0.2.1 asks for an UNK
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train([str(text)], trainers.BpeTrainer(
+            vocab_size=vocab, special_tokens=["[UNK]", "[PAD]"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")
+        tok.save(str(byte_path))
+    return {"sentencepiece": sp_path, "hf_json": hf_path, "hf_bytelevel": byte_path}

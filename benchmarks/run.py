@@ -34,7 +34,7 @@ def main(argv=None) -> int:
                         help="where to write the results (default: the untracked work dir)")
     parser.add_argument("--workdir", default=str(HERE / ".work"))
     parser.add_argument("--reference-python", default=os.environ.get("MINTDIM_REFERENCE_PYTHON"))
-    parser.add_argument("--tokenizers", default="sentencepiece,hf_json")
+    parser.add_argument("--tokenizers", default="sentencepiece,hf_json,hf_bytelevel")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds of (a), (b), (c); the fastest run of each counts "
                              "(this machine is noisy)")
@@ -57,19 +57,20 @@ def main(argv=None) -> int:
     targets = str(HERE / "targets.py")
     report = {"samples": args.samples, "corpus_bytes": corpus.stat().st_size, "cores": os.cpu_count(),
               "repeat": args.repeat, "beam_flags": args.beam_flag, "results": {}}
-    for kind in args.tokenizers.split(","):
-        tok = str(tokenizers[kind])
+    for label in args.tokenizers.split(","):
+        tok = str(tokenizers[label])
+        kind = "sentencepiece" if label == "sentencepiece" else "hf_json"  # the config's type
         commands = {"bound": ([sys.executable, targets, "bound", str(corpus), kind, tok], None)}
-        out = work / f"out_{kind}"
+        out = work / f"out_{label}"
         commands["ours"] = ([sys.executable, targets, "ours", str(corpus), kind, tok, str(out)]
                             + args.beam_flag, out)
         if args.baseline_python:
-            base_out = work / f"base_{kind}"
+            base_out = work / f"base_{label}"
             base_flags = [] if args.baseline_default_run else args.beam_flag
             commands["baseline"] = ([args.baseline_python, targets, "ours", str(corpus), kind,
                                      tok, str(base_out)] + base_flags, base_out)
         if args.reference_python:
-            ref_out = work / f"ref_{kind}"
+            ref_out = work / f"ref_{label}"
             commands["reference"] = ([args.reference_python, targets, "reference", str(corpus),
                                       kind, tok, str(ref_out)], ref_out)
         else:
@@ -99,11 +100,13 @@ def main(argv=None) -> int:
         if "baseline" in row:
             row["b_over_b0"] = round(row["ours"]["seconds"] / row["baseline"]["seconds"], 3)
             row["b_over_b0_cpu"] = round(row["ours"]["cpu_seconds"] / row["baseline"]["cpu_seconds"], 3)
-            row["identical_to_baseline"] = _same_output(work / f"out_{kind}", work / f"base_{kind}")
+            row["identical_to_baseline"] = _same_output(work / f"out_{label}", work / f"base_{label}")
         if "reference" in row:
             row["c_over_b"] = round(row["reference"]["seconds"] / row["ours"]["seconds"], 2)
-            row["identical_to_reference"] = _same_output(work / f"out_{kind}", work / f"ref_{kind}")
-        report["results"][kind] = row
+            row["identical_to_reference"] = _same_output(work / f"out_{label}", work / f"ref_{label}")
+        manifest = json.loads((work / f"out_{label}" / "manifest.json").read_text())
+        row["engine"] = (manifest.get("tokenizer_card") or {}).get("engine", {}).get("name")
+        report["results"][label] = row
     _print(report)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2))
@@ -121,7 +124,7 @@ def _same_output(ours: Path, ref: Path) -> bool:
 def _print(report: dict) -> None:
     print(f"\n{report['samples']} samples, {report['corpus_bytes'] / 1e6:.1f} MB, {report['cores']} cores")
     for kind, row in report["results"].items():
-        print(f"\n[{kind}]  {'':10} {'wall min':>8} {'median':>8} {'CPU min':>8} {'median':>8} "
+        print(f"\n[{kind}, engine {row.get('engine')}]  {'':10} {'wall min':>8} {'median':>8} {'CPU min':>8} {'median':>8} "
               f"{'samples/s':>10} {'tokens/s':>10} {'peak MB':>8}")
         for name in ("bound", "ours", "baseline", "reference"):
             if name in row:
@@ -134,7 +137,9 @@ def _print(report: dict) -> None:
             line += (f"   b/b0 = {row['b_over_b0']} (CPU {row['b_over_b0_cpu']}), "
                      f"identical to baseline: {row['identical_to_baseline']}")
         if "c_over_b" in row:
-            line += f"   c/b = {row['c_over_b']}   identical to mintdim 0.2.1: {row['identical_to_reference']}"
+            line += (f"   c/b = {row['c_over_b']} (CPU "
+                     f"{round(row['reference']['cpu_seconds'] / row['ours']['cpu_seconds'], 2)})"
+                     f"   identical to mintdim 0.2.1: {row['identical_to_reference']}")
         print(line)
 
 

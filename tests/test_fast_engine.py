@@ -90,6 +90,27 @@ def test_special_token_text_in_content_stays_text_and_template_text_keeps_its_id
     assert 128009 in fast.encode_many([text])[0]
 
 
+def test_template_text_is_cut_at_added_tokens_like_tokenizers_does(corpus):
+    """A rendered chat holds ChatML's added tokens in every segment: the engine cuts it at
+    them (each its id, the text between encoded on its own) rather than leaving the text
+    to `tokenizers`, and gives its ids; in content they stay text."""
+    ranks = tiktoken_files.read_ranks(_published("llama3.tiktoken").read_bytes())
+    spec = tiktoken_files.tokenizer_json(
+        ranks, tiktoken_files.FAMILIES["llama3"][0],
+        {"<|im_start|>": 128000, "<|im_end|>": 128001, "<|im_sep|>": 128002})
+    tokenizer = HuggingFaceTokenizer(json.dumps(spec).encode(), "chatml.json")
+    engine, why = fast_bpe.fast_engine(spec)
+    assert engine is not None, why
+    texts = [f"<|im_start|>user\n{a}<|im_end|>\n<|im_start|>assistant\n{b}<|im_end|>"
+             for a, b in zip(corpus[:5000:2], corpus[1:5000:2])]
+    texts += ["<|im_start|><|im_end|>", "x<|im_sep|>y", "<|im_start|>", "a <|im_end|> b"]
+    ids, left = engine.encode_many(texts, plain=False)
+    assert left == [] and ids == tokenizer.encode_many(texts)
+    plain, left = engine.encode_many(texts[-4:], plain=True)
+    assert left == [] and plain == tokenizer.encode_plain_many(texts[-4:])
+    assert 128001 not in plain[-1]
+
+
 def test_deepseek_v3_s_split_regexes_in_sequence_give_the_same_ids(corpus):
     """DeepSeek V3 cuts digits, then CJK runs, then by its big regex, keeping the text
     between matches as pieces: the engine applies the first two in Python and encodes

@@ -6,8 +6,9 @@ the 256 bytes with no byte fallback or dropout, every multi-byte token made by a
 merges in the order of the ids they make, and a pre-tokenizer tiktoken reproduces (split
 regexes before byte-level mapping: the last one tiktoken's, those before it applied in
 Python), after a normalizer Python can apply (none, NFC, NFKC). `fast_engine` checks that structure, then encodes probe texts both ways;
-`FastBPE.encode_many` also checks every text's bytes are all in its ids, and gives back
-the texts it cannot vouch for (added-token text, lost bytes) for `tokenizers` to encode.
+`FastBPE.encode_many` cuts text at added tokens as `tokenizers` does, checks every text's
+bytes are all in its ids, and gives back the texts it cannot vouch for (added tokens
+matched other than as written, lost bytes) for `tokenizers` to encode.
 """
 from __future__ import annotations
 
@@ -163,11 +164,34 @@ def _ranks(model: dict, added: set) -> tuple[dict | None, str | None]:
     return ranks, None
 
 
+class _AddedTokens:
+    """The added tokens `tokenizers` reads out of text before its model, in one mode
+    (template text: all of them; content: the non-special ones only). Where each is
+    matched exactly as written (no lstrip, rstrip, single_word, nor matching after a
+    normalizer), a text is cut at them and the text between is encoded on its own, as
+    `tokenizers` does; else a text holding one is left to `tokenizers`."""
+
+    def __init__(self, tokens: list[dict], form: str | None, id_of=None):
+        tokens = [t for t in tokens if isinstance(t.get("content"), str) and t["content"]]
+        # The id `tokenizers` gives a token (it may not be the file's: an id past a gap
+        # in the vocabulary is moved), else the file's.
+        self.ids = {t["content"]: int(t["id"]) if id_of is None else id_of(t["content"])
+                    for t in tokens}
+        contents = sorted(self.ids, key=len, reverse=True)  # leftmost, then longest
+        self.pattern = re.compile("(" + "|".join(map(re.escape, contents)) + ")") \
+            if contents else None
+        self.exact = all(not t.get("lstrip") and not t.get("rstrip") and not t.get("single_word")
+                         and (form is None or not t.get("normalized")) for t in tokens)
+        # With a normalizer, a token matched after normalization could appear only then.
+        normalized = [t["content"] for t in tokens if form is not None and t.get("normalized")]
+        self.after_normalizing = _finder(normalized)
+
+
 class FastBPE:
     """tiktoken's encoder for one tokenizer, and what it must leave to `tokenizers`."""
 
-    def __init__(self, encoding, form: str | None, added: list[str], plain_added: list[str],
-                 byte_lengths: np.ndarray, splits: tuple = (), whole=None, last=None):
+    def __init__(self, encoding, form: str | None, added: list[dict], byte_lengths: np.ndarray,
+                 splits: tuple = (), whole=None, last=None, id_of=None):
         self._encoding = encoding
         # Split regexes before the last (DeepSeek V3: digits, then CJK runs), applied
         # here; the last one is tiktoken's, with the text between its matches (which
@@ -177,36 +201,53 @@ class FastBPE:
         self._last = last
         self._form = form
         self._lengths = byte_lengths
-        self._added = _finder(added)
-        self._plain_added = _finder(plain_added)
+        self._modes = {False: _AddedTokens(added, form, id_of),
+                       True: _AddedTokens([t for t in added if not t.get("special")], form,
+                                          id_of)}
 
     def encode_many(self, texts: list[str], plain: bool) -> tuple[list, list[int]]:
         """(ids per text, indices of texts left to `tokenizers`: None at those places)."""
-        finder = self._plain_added if plain else self._added
-        encode = self._split_encode if self._splits else self._encoding.encode_ordinary
-        form = self._form
+        mode = self._modes[plain]
         out, left = [], []
         for i, text in enumerate(texts):
-            if form is not None:
-                text = unicodedata.normalize(form, text)
-            if finder is not None and finder(text):
-                out.append(None)
+            if mode.pattern is not None and mode.pattern.search(text):
+                ids = self._encode_cut(text, mode) if mode.exact else None
+            else:
+                ids = self._encode_text(text, mode)
+            if ids is None:
                 left.append(i)
-                continue
-            try:
-                size = len(text.encode("utf-8"))
-            except UnicodeEncodeError:  # a lone surrogate: tiktoken would replace it
-                out.append(None)
-                left.append(i)
-                continue
-            ids = encode(text)
-            if int(self._lengths[ids].sum()) != size:  # bytes the split regex dropped
-                out.append(None)
-                left.append(i)
-                continue
             out.append(ids)
         return out, left
 
+    def _encode_cut(self, text: str, mode: _AddedTokens) -> list[int] | None:
+        """The ids of a text cut at added tokens: each token's id, the text between
+        encoded on its own."""
+        ids: list[int] = []
+        for k, piece in enumerate(mode.pattern.split(text)):
+            if k % 2:
+                ids.append(mode.ids[piece])
+            elif piece:
+                got = self._encode_text(piece, mode)
+                if got is None:
+                    return None
+                ids += got
+        return ids
+
+    def _encode_text(self, text: str, mode: _AddedTokens) -> list[int] | None:
+        """The ids of a text holding no added token, or None where the engine cannot
+        vouch for them."""
+        if self._form is not None:
+            text = unicodedata.normalize(self._form, text)
+            if mode.after_normalizing is not None and mode.after_normalizing(text):
+                return None
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: tiktoken would replace it
+            return None
+        ids = self._split_encode(text) if self._splits else self._encoding.encode_ordinary(text)
+        if int(self._lengths[ids].sum()) != size:  # bytes the split regex dropped
+            return None
+        return ids
 
     def _split_encode(self, text: str) -> list[int]:
         pieces = [text]
@@ -230,8 +271,9 @@ def _finder(contents: list[str]):
     return re.compile("|".join(map(re.escape, contents))).search
 
 
-def fast_engine(spec: dict) -> tuple[FastBPE | None, str]:
-    """The engine for a parsed tokenizer.json, or None and the reason it is not exact."""
+def fast_engine(spec: dict, id_of=None) -> tuple[FastBPE | None, str]:
+    """The engine for a parsed tokenizer.json, or None and the reason it is not exact;
+    `id_of(token text)`: the loaded tokenizer's id of an added token."""
     model = spec.get("model") or {}
     if model.get("type") != "BPE":
         return None, f"model {model.get('type')} is not BPE"
@@ -251,15 +293,14 @@ def fast_engine(spec: dict) -> tuple[FastBPE | None, str]:
     ranks, reason = _ranks(model, set(added))
     if reason:
         return None, reason
-    return engine_from_ranks(ranks, pattern, form, spec, splits)
+    return engine_from_ranks(ranks, pattern, form, spec, splits, id_of)
 
 
 def engine_from_ranks(ranks: dict, pattern: str, form: str | None, spec: dict,
-                      splits: tuple = ()) -> tuple[FastBPE | None, str]:
+                      splits: tuple = (), id_of=None) -> tuple[FastBPE | None, str]:
     """The engine for checked `ranks` ({token bytes: id}); `spec` names the added tokens;
     `splits` the split regexes applied before `pattern`."""
-    added = [t.get("content") for t in spec.get("added_tokens") or [] if isinstance(t, dict)]
-    added = [a for a in added if isinstance(a, str)]
+    added = [t for t in spec.get("added_tokens") or [] if isinstance(t, dict)]
     try:
         import tiktoken
 
@@ -277,7 +318,4 @@ def engine_from_ranks(ranks: dict, pattern: str, form: str | None, spec: dict,
     lengths = np.zeros(max(ranks.values()) + 1, dtype=np.int64)
     for data, token_id in ranks.items():
         lengths[token_id] = len(data)
-    plain_added = [t.get("content") for t in spec.get("added_tokens") or []
-                   if isinstance(t, dict) and not t.get("special")]
-    return FastBPE(encoding, form, added, [a for a in plain_added if isinstance(a, str)],
-                   lengths, splits, whole, last), ""
+    return FastBPE(encoding, form, added, lengths, splits, whole, last, id_of), ""

@@ -242,7 +242,7 @@ class HuggingFaceTokenizer:
         return self.with_engine(fast_bpe.ENGINE_TIKTOKEN), self._fast[1]
 
     def _build_fast(self):
-        return fast_bpe.fast_engine(self.spec)
+        return fast_bpe.fast_engine(self.spec, self._tk.token_to_id)
 
     def with_engine(self, engine: str):
         """This tokenizer encoding with `engine` (a plan's decision, `engine_choice`)."""
@@ -305,7 +305,8 @@ class TiktokenTokenizer(HuggingFaceTokenizer):
 
     def _build_fast(self):
         """The ranks are tiktoken's own: no merges to check."""
-        return fast_bpe.engine_from_ranks(self._ranks, self._pattern, None, self.spec)
+        return fast_bpe.engine_from_ranks(self._ranks, self._pattern, None, self.spec, (),
+                                          self._tk.token_to_id)
 
 
 def describe_file(data: bytes) -> str:
