@@ -39,8 +39,9 @@ def main(dest: str) -> int:
         if (out / name).exists():
             continue
         before = set(wheels.iterdir())
+        # An sdist's metadata is built in pip's own isolated environment.
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        "--no-build-isolation", "-d", str(wheels), pin], check=True)
+                        "-d", str(wheels), pin], check=True)
         project = pin.split("==")[0].replace("-", "_")
         found = [p for p in set(wheels.iterdir()) | before
                  if p.name.lower().replace("-", "_").startswith(project)]
