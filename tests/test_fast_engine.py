@@ -230,10 +230,11 @@ def test_a_tiktoken_file_builds_the_bytes_of_its_tokenizer_json_with_either_engi
     assert [k for k in slow if trees["tiktoken"][k] != slow[k] and k != "manifest.json"] == []
 
 
-def test_a_difference_on_the_build_s_own_text_falls_back_with_the_reason(tmp_path):
-    """A BPE whose whole-word lookup and merges disagree on "xyz" (merges x+y, y+z, x+yz:
-    `tokenizers` makes xy z, a whole-piece lookup xyz): not on the probes, but on the
-    build's own rows, so `tokenizers` encodes the build and the line says why;
+def test_merges_that_do_not_make_a_whole_token_leave_the_build_to_tokenizers(tmp_path):
+    """A BPE whose listed merges do not make "xyz" from its bytes (x+y, y+z, x+yz:
+    `tokenizers` makes xy z, tiktoken xyz from xy+z): found from the vocabulary, whatever
+    rows the sample holds (text with "xyz" past the sampled head would otherwise be
+    silently wrong), so `tokenizers` encodes the build and the line says why;
     `engine: tiktoken` is then a config error before any output."""
     spec = _bpe_spec(extra_merges=[("x", "y"), ("y", "z"), ("x", "yz")])
     spec["added_tokens"] = [{"id": 999, "content": "<pad>", "special": True,
@@ -244,7 +245,7 @@ def test_a_difference_on_the_build_s_own_text_falls_back_with_the_reason(tmp_pat
     proc = _build(tmp_path, rows, {"type": "hf_json", "files": ["t.json"], "pad_token": "<pad>"},
                   "auto")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "engine: tokenizers" in proc.stderr and "the build's own text" in proc.stderr
+    assert "engine: tokenizers" in proc.stderr and "do not make the token b'xyz'" in proc.stderr
     proc = _build(tmp_path, rows, {"type": "hf_json", "files": ["t.json"], "pad_token": "<pad>",
                                    "engine": "tiktoken"}, "forced")
     assert proc.returncode == 2 and "tokenizer.engine tiktoken is not exact" in proc.stderr

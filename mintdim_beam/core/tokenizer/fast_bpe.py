@@ -293,7 +293,48 @@ def fast_engine(spec: dict, id_of=None) -> tuple[FastBPE | None, str]:
     ranks, reason = _ranks(model, set(added))
     if reason:
         return None, reason
+    reason = _unlike_tiktoken(ranks, model["merges"], bool(model.get("ignore_merges")))
+    if reason:
+        return None, reason
     return engine_from_ranks(ranks, pattern, form, spec, splits, id_of)
+
+
+def _by_merges(data: bytes, merge_rank: dict) -> list[bytes]:
+    """`data` as `tokenizers` merges it: the listed pair of lowest index first."""
+    parts = [data[i:i + 1] for i in range(len(data))]
+    while len(parts) > 1:
+        best, at = None, -1
+        for i in range(len(parts) - 1):
+            rank = merge_rank.get((parts[i], parts[i + 1]))
+            if rank is not None and (best is None or rank < best):
+                best, at = rank, i
+        if best is None:
+            break
+        parts[at:at + 2] = [parts[at] + parts[at + 1]]
+    return parts
+
+
+def _unlike_tiktoken(ranks: dict, merges: list, ignore_merges: bool) -> str | None:
+    """Where `tokenizers` and tiktoken part: tiktoken merges any two tokens that make a
+    token and takes a piece that is a token whole; `tokenizers` merges listed pairs only,
+    and with ignore_merges takes whole pieces too. With ignore_merges every such pair
+    must be listed; without it, every token must be made from its own bytes by the
+    listed merges (x+y, y+z, x+yz never make "xyz"; tiktoken takes it whole)."""
+    merge_rank = {}
+    for index, merge in enumerate(merges):
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        merge_rank.setdefault((token_bytes(left), token_bytes(right)), index)
+    for data in ranks:
+        if len(data) < 2:
+            continue
+        if ignore_merges:
+            for cut in range(1, len(data)):
+                pair = (data[:cut], data[cut:])
+                if pair[0] in ranks and pair[1] in ranks and pair not in merge_rank:
+                    return f"the merges do not list {pair!r}, which tiktoken would merge"
+        elif _by_merges(data, merge_rank) != [data]:
+            return f"the merges do not make the token {data!r} from its bytes"
+    return None
 
 
 def engine_from_ranks(ranks: dict, pattern: str, form: str | None, spec: dict,
