@@ -16,7 +16,7 @@ from mintdim_beam.core.errors import PackValidationError, PipelineValidationErro
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.formats.megatron import dtype_for_vocab
 from mintdim_beam.core.render.template import CompiledTemplate, compile_template
-from mintdim_beam.core.tokenizer.engine_choice import choose_engine, sample_segments
+from mintdim_beam.core.tokenizer.engine_choice import choose_engine
 from mintdim_beam.core.tokenizer.special_tokens import (TokenizerOptions, read_tokenizer_config,
                                                        tiktoken_keys)
 from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
@@ -153,7 +153,7 @@ def prepare_pack(config: PackConfig) -> PackPlan:
                                  config.tokenizer_options, config.tokenizer_given)
     engine, engine_why = choose_engine(
         tokenizer, config.tokenizer_options.engine,
-        sample_segments([f.path for f in config.files]), config.tokenizer_given)
+        [f.path for f in config.files], config.tokenizer_given)
     tokenizer_config = ({} if config.config_path is None
                         else read_tokenizer_config(config.config_given, config.config_path))
     if config.eod is not None:

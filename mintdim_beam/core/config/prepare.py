@@ -19,7 +19,7 @@ from mintdim_beam.core.render.template import (EDGE_NAMES, CompiledTemplate, Seg
 from mintdim_beam.core.render.template_checks import chat_notices, encode_literal, literal_notices
 from mintdim_beam.core.tokenizer.round_trip import Decoder
 from mintdim_beam.core.tokenizer.special_tokens import TokenizerFacts, resolve_facts
-from mintdim_beam.core.tokenizer.engine_choice import choose_engine, sample_segments
+from mintdim_beam.core.tokenizer.engine_choice import choose_engine
 from mintdim_beam.core.tokenizer.tokenizer_card import build_card
 from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 
@@ -75,7 +75,7 @@ def prepare(dataset: Dataset) -> DatasetPlan:
                                  dataset.tokenizer_options, dataset.tokenizer_given)
     engine, engine_why = choose_engine(
         tokenizer, dataset.tokenizer_options.engine,
-        sample_segments([f.path for f in dataset.files]), dataset.tokenizer_given)
+        [f.path for f in dataset.files], dataset.tokenizer_given)
     facts = resolve_facts(tokenizer, dataset.tokenizer_options, dataset.tokenizer_given)
     literal_specials = dataset.tokenizer_options.literal_specials
     decoder = Decoder(tokenizer)

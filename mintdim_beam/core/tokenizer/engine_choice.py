@@ -79,13 +79,15 @@ def _first_difference(tokenizer, fast, texts: list[str]) -> str | None:
     return None
 
 
-def choose_engine(tokenizer, wanted: str, samples: list[str], shown: str) -> tuple[str, str]:
-    """(engine, why) for `tokenizer` (an adapter of `tokenizers.py`)."""
+def choose_engine(tokenizer, wanted: str, paths: list[str], shown: str) -> tuple[str, str]:
+    """(engine, why) for `tokenizer` (an adapter of `tokenizers.py`); `paths`: the
+    build's input files, sampled only when the engine could take the tokenizer."""
     if tokenizer.kind == "sentencepiece":
         return ENGINE_SENTENCEPIECE, "SentencePiece encodes SentencePiece models"
     if wanted == ENGINE_TOKENIZERS:
         return ENGINE_TOKENIZERS, "tokenizer.engine: tokenizers"
     fast, reason = tokenizer.fast_view()
+    samples = sample_segments(paths) if fast is not None else []
     if fast is not None and samples:
         difference = _first_difference(tokenizer, fast, samples)
         if difference:
