@@ -25,6 +25,7 @@ Built-ins (ours, written in the style of the public templates):
 """
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
@@ -133,6 +134,19 @@ def builtin_template(name: str) -> str:
                                   f"(built-in: {', '.join(sorted(BUILTIN_TEMPLATES))})") from None
 
 
+@functools.lru_cache(maxsize=16)
+def _compiled(source: str, now: datetime):
+    """(compiled template, every name it reads), once per process: a DoFn's template is
+    unpickled for every bundle, and compiling costs 40 ms (a Jinja template renders
+    without state of its own, so one serves every copy)."""
+    env = make_environment(now)
+    template = env.from_string(source)
+    # Every name the template reads (context variables and globals like strftime_now).
+    variables = frozenset(node.name for node in env.parse(source).find_all(jinja2.nodes.Name)
+                          if node.ctx == "load")
+    return template, variables
+
+
 class ChatTemplate:
     """A compiled chat template and the variables it renders with. Pickles as its
     constructor arguments (build it in a DoFn's `setup()` or pickle it: both work)."""
@@ -151,12 +165,8 @@ class ChatTemplate:
             self.now: datetime = fixed_now(self.template_vars)
         except ValueError as exc:
             raise TemplateSourceError(str(exc)) from None
-        env = make_environment(self.now)
         try:
-            self._template = env.from_string(source)
-            # Every name the template reads (context variables and globals like strftime_now).
-            self.variables = frozenset(node.name for node in env.parse(source).find_all(
-                jinja2.nodes.Name) if node.ctx == "load")
+            self._template, self.variables = _compiled(source, self.now)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateSourceError(f"chat template{'' if name is None else ' ' + repr(name)} "
                                       f"does not compile (line {exc.lineno}): {exc.message}") from None
