@@ -560,3 +560,58 @@ def test_a_helper_process_does_not_import_fsspec_to_read_local_files(tmp_path):
                           timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_a_chat_head_start_ends_at_the_first_request_it_answered(tokenizers_dir, tmp_path):
+    """Dialogues: the pipeline renders every line itself, so the head start stops at the
+    first request (answered from what it encoded ahead) instead of rendering later
+    lines a second time; the next request, which it never encoded, is encoded anew."""
+    import io
+
+    from conftest import chatml_bpe, write_jsonl
+    from mintdim_beam.core.config.unit_config import resolve_datasets
+    from mintdim_beam.core.inputs.source import plan_ranges
+    from mintdim_beam.runtime.encoder_process import (encode_head_start, head_start_goes_on,
+                                                      read_message, serve, write_message)
+
+    tokenizer = chatml_bpe(tmp_path, seed=3, vocab=400) / "tokenizer.json"
+    path = write_jsonl(tmp_path / "chat.jsonl", [
+        {"messages": [{"role": "user", "content": f"question {i} about units"},
+                      {"role": "assistant", "content": "answer " * (1 + i % 4)}]}
+        for i in range(12)])
+    [dataset] = resolve_datasets({
+        "source": {"type": "chat", "files": [str(path)], "format": "messages",
+                   "chat_template": "chatml"},
+        "tokenizer": {"type": "hf_json", "files": [str(tokenizer)],
+                      "config": str(tokenizer.parent / "tokenizer_config.json")},
+        "units": {"sizes": [[64, 256]], "build_batch": [4]},
+        "output": {"dir": [str(tmp_path / "out")], "samples_per_shard": [100]}})
+    plan = prepare(dataset)
+    byte_range = plan_ranges([plan.dataset])[0]
+    assert not head_start_goes_on({0: plan}, byte_range)
+    assert head_start_goes_on({0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))},
+                              byte_range)
+    # The head start's own first batches, as it yields them: the requests to send.
+    helper_side = BatchEncoder(plan, load_tokenizer("hf_json", str(tokenizer)))
+    shares = [texts for _, texts, _ in encode_head_start({0: helper_side}, {0: plan},
+                                                         byte_range, 4, 0, 1, 100)]
+    assert len(shares) == 3
+    requests = io.BytesIO()
+    for message in (("plans", {0: plan}, tokenizer_files_of({0: plan})),
+                    ("head_start", byte_range, 4, 0, 1, 100),
+                    ("encode", 0, shares[0]), ("encode", 0, shares[1])):
+        write_message(requests, message)
+    requests.seek(0)
+    script = iter([False, True, False, True])  # a share ahead, then the first request
+    replies = io.BytesIO()
+    serve(requests, replies, 0, waiting=lambda _: next(script, True))
+    replies.seek(0)
+    got = []
+    while replies.tell() < len(replies.getvalue()):
+        got.append(read_message(replies))
+    assert [(status, ahead) for status, _, ahead in got] == [
+        ("head_start", False), ("ok", True), ("ok", False)]
+    assert got[0][1] == len(shares[0])  # one share encoded ahead, no more
+    for (_, payload, _), texts in zip(got[1:], shares[:2]):
+        want = helper_side.encode(texts)
+        np.testing.assert_array_equal(payload[1], want[1])

@@ -374,6 +374,7 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
     waiting = waiting or request_waiting
     encoders, plans, setup_error = {}, {}, None
     head = None  # the head start's shares still to encode, while it lasts
+    head_goes_on = True  # past the requests it answers (`head_start_goes_on`)
     ahead: list = []  # (dataset, texts, encoded) from the head start, not yet asked for
     encoded_ahead = 0
 
@@ -399,6 +400,7 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
                 return
             if message[0] == "head_start":
                 head = encode_head_start(encoders, plans, *message[1:])
+                head_goes_on = head_start_goes_on(plans, message[1])
                 continue
             if message[0] == "plans":
                 _, plans, tokenizer_files = message
@@ -412,10 +414,11 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
                 continue
             _, ds, texts = message
             reply = setup_error or answered_ahead(ahead, ds, texts)
+            if head is not None and texts and (reply is None or not head_goes_on):
+                end_head_start()
+                if reply is None:  # in order, it asked for all of them; else it never will
+                    ahead.clear()
             if reply is None:
-                if head is not None and texts:  # the pipeline caught up with the head start
-                    end_head_start()
-                    ahead.clear()  # in order, it asked for all of them; else it never will
                 # A batch allocates one list per segment and nothing cyclic: the
                 # collector's passes over them (3 to 4% of a helper's time) are pure cost.
                 gc.disable()
@@ -474,6 +477,17 @@ def encode_head_start(encoders, plans, byte_range, batch_size, share, shares, ma
                     return
     except Exception:  # noqa: BLE001, S110 - no head start; the build itself reports it
         return
+
+
+def head_start_goes_on(plans: dict, byte_range) -> bool:
+    """Whether a head start goes on between the requests it has answered. For templated
+    fields it does: rendering them is cheap, and a helper that stopped would sit idle
+    while the pipeline reads the batches it had encoded ahead. Not for dialogues: the
+    pipeline renders every line itself, and a dialogue's render costs about half what
+    its encoding does, so going on would spend that CPU a second time on every line it
+    reaches (up to 65k dialogues: about 6 s per 100k)."""
+    plan = plans.get(byte_range.dataset)
+    return plan is None or plan.dataset.dialogue is None
 
 
 def answered_ahead(ahead: list, ds: int, texts: list):
