@@ -5,7 +5,9 @@ They give the same ids when the tokenizer is built the way tiktoken's are: a BPE
 the 256 bytes with no byte fallback or dropout, every multi-byte token made by a merge,
 merges in the order of the ids they make, and a pre-tokenizer tiktoken reproduces (split
 regexes before byte-level mapping: the last one tiktoken's, those before it applied in
-Python), after a normalizer Python can apply (none, NFC, NFKC). `fast_engine` checks that structure, then encodes probe texts both ways;
+Python), after a normalizer of none, NFC or NFKC (applied by `tokenizers`' own
+normalizer: Python's `unicodedata` follows a newer Unicode and normalizes characters
+`tokenizers` leaves alone, such as U+32FF under NFKC). `fast_engine` checks that structure, then encodes probe texts both ways;
 `FastBPE.encode_many` cuts text at added tokens as `tokenizers` does, checks every text's
 bytes are all in its ids, and gives back the texts it cannot vouch for (added tokens
 matched other than as written, lost bytes) for `tokenizers` to encode.
@@ -13,7 +15,6 @@ matched other than as written, lost bytes) for `tokenizers` to encode.
 from __future__ import annotations
 
 import re
-import unicodedata
 
 import numpy as np
 
@@ -79,6 +80,15 @@ def _normalizer_form(spec) -> tuple[str | None, str | None]:
         if len(inner) == 1:
             return _normalizer_form(inner[0])
     return None, f"normalizer {kind}"
+
+
+def _normalizer(form: str | None):
+    """`tokenizers`' normalizer for `form` as a str -> str function, or None."""
+    if form is None:
+        return None
+    from tokenizers import normalizers
+
+    return {"NFC": normalizers.NFC, "NFKC": normalizers.NFKC}[form]().normalize_str
 
 
 def _pattern(spec) -> tuple[str | None, tuple, str | None]:
@@ -199,7 +209,10 @@ class FastBPE:
         self._splits = splits
         self._whole = whole
         self._last = last
-        self._form = form
+        # The loaded tokenizer's own normalizer, not `unicodedata`: the two follow
+        # different Unicode versions (tokenizers 0.23 leaves U+32FF and 71 other
+        # characters alone under NFKC, Python 3.11 does not). ASCII never changes.
+        self._normalize = _normalizer(form)
         # Each id's byte count, looked up by id: a list's `__getitem__` mapped over a
         # text's ids costs a quarter of indexing an array with them.
         self._lengths = byte_lengths.tolist().__getitem__
@@ -238,8 +251,8 @@ class FastBPE:
     def _encode_text(self, text: str, mode: _AddedTokens) -> list[int] | None:
         """The ids of a text holding no added token, or None where the engine cannot
         vouch for them."""
-        if self._form is not None:
-            text = unicodedata.normalize(self._form, text)
+        if self._normalize is not None and not text.isascii():
+            text = self._normalize(text)
             if mode.after_normalizing is not None and mode.after_normalizing(text):
                 return None
         try:
