@@ -124,6 +124,31 @@ def test_deepseek_v3_s_split_regexes_in_sequence_give_the_same_ids(corpus):
     assert fast.encode_plain_many(corpus[::10]) == tokenizer.encode_plain_many(corpus[::10])
 
 
+def _every_character(contexts=(" {}1 2{}'s",)) -> list[str]:
+    """Every code point from U+0080 to U+31FFF (surrogates aside), 16 to a text, set
+    between letters, digits, spaces and apostrophes: the characters Unicode assigned
+    after one engine's tables and before the other's are the ones that part them."""
+    points = [chr(c) for c in range(0x80, 0x32000) if not 0xD800 <= c < 0xE000]
+    runs = ["".join(points[i:i + 16]) for i in range(0, len(points), 16)]
+    return [context.replace("{}", run) for context in contexts for run in runs]
+
+
+@pytest.mark.parametrize("name", ["llama3", "gpt2", "qwen", "deepseek_v3"])
+def test_every_character_gets_the_ids_of_tokenizers(name):
+    """Before, DeepSeek V3's split regexes ran in Python's `regex`, whose newer Unicode
+    tables cut 2,184 characters that `tokenizers` holds unassigned otherwise: texts
+    holding them got other ids. The splits now run in `tokenizers`' own `Split`."""
+    if name == "deepseek_v3":
+        tokenizer = HuggingFaceTokenizer(_published("deepseek_v3.json").read_bytes(),
+                                         "deepseek_v3.json")
+    else:
+        tokenizer = _tiktoken_tokenizer(name)
+    fast, why = tokenizer.fast_view()
+    assert fast is not None, why
+    texts = _every_character()
+    assert fast.encode_many(texts) == tokenizer.encode_many(texts)
+
+
 def _bpe_spec(extra_merges=(), ignore_merges=False, **model) -> dict:
     """A byte-level BPE tokenizer.json: the 256 bytes, then the merges' tokens in order."""
     table = fast_bpe.bytes_to_unicode()

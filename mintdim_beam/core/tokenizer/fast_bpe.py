@@ -4,8 +4,8 @@ tiktoken merges by the rank of the merged token; `tokenizers` by the index of th
 They give the same ids when the tokenizer is built the way tiktoken's are: a BPE over
 the 256 bytes with no byte fallback or dropout, every multi-byte token made by a merge,
 merges in the order of the ids they make, and a pre-tokenizer tiktoken reproduces (split
-regexes before byte-level mapping: the last one tiktoken's, those before it applied in
-Python), after a normalizer of none, NFC or NFKC (applied by `tokenizers`' own
+regexes before byte-level mapping: the last one tiktoken's, those before it applied by
+`tokenizers`' own `Split`), after a normalizer of none, NFC or NFKC (applied by `tokenizers`' own
 normalizer: Python's `unicodedata` follows a newer Unicode and normalizes characters
 `tokenizers` leaves alone, such as U+32FF under NFKC). `fast_engine` checks that structure, then encodes probe texts both ways;
 `FastBPE.encode_many` cuts text at added tokens as `tokenizers` does, checks every text's
@@ -117,22 +117,25 @@ def _pattern(spec) -> tuple[str | None, tuple, str | None]:
     return None, (), f"pre-tokenizer {spec.get('type')} is not one the engine reproduces"
 
 
-def _isolate(pattern, pieces: list[str]) -> list[str]:
-    """Each piece cut into the matches of `pattern` and the text between them, as a
-    `Split` with behavior Isolated cuts it."""
-    out = []
-    for piece in pieces:
-        pos = 0
-        for match in pattern.finditer(piece):
-            start, end = match.span()
-            if start > pos:
-                out.append(piece[pos:start])
-            if end > start:
-                out.append(piece[start:end])
-            pos = end
-        if pos < len(piece):
-            out.append(piece[pos:])
-    return out
+class _Isolating:
+    """`pieces -> pieces`, each cut into the matches of `pattern` and the text between
+    them: `tokenizers`' own `Split` (behavior Isolated), so its regex engine and Unicode
+    tables decide, not Python's `regex` (whose newer tables classify characters that
+    `tokenizers` holds unassigned: 2,184 of them under DeepSeek V3's split regexes).
+    Pickles as its pattern."""
+
+    def __init__(self, pattern: str):
+        from tokenizers import Regex, pre_tokenizers
+
+        self.pattern = pattern
+        self._split = pre_tokenizers.Split(Regex(pattern), "isolated").pre_tokenize_str
+
+    def __call__(self, pieces: list[str]) -> list[str]:
+        split = self._split
+        return [part for piece in pieces for part, _ in split(piece)]
+
+    def __reduce__(self):
+        return _Isolating, (self.pattern,)
 
 
 def _ranks(model: dict, added: set) -> tuple[dict | None, str | None]:
@@ -204,7 +207,7 @@ class FastBPE:
                  splits: tuple = (), whole=None, last=None, id_of=None):
         self._encoding = encoding
         # Split regexes before the last (DeepSeek V3: digits, then CJK runs), applied
-        # here; the last one is tiktoken's, with the text between its matches (which
+        # here by `tokenizers`' own Split; the last one is tiktoken's, with the text between its matches (which
         # `tokenizers` keeps as pieces of their own) encoded whole.
         self._splits = splits
         self._whole = whole
@@ -267,12 +270,12 @@ class FastBPE:
     def _split_encode(self, text: str) -> list[int]:
         pieces = [text]
         for pattern in self._splits:
-            pieces = _isolate(pattern, pieces)
+            pieces = pattern(pieces)
         ids, encode, lengths = [], self._encoding.encode_ordinary, self._lengths
         for piece in pieces:
             got = encode(piece)
             if sum(map(lengths, got)) != len(piece.encode("utf-8")):  # text between matches
-                got = [i for part in _isolate(self._last, [piece])
+                got = [i for part in self._last([piece])
                        for i in self._whole.encode_ordinary(part)]
             ids += got
         return ids
@@ -360,15 +363,13 @@ def engine_from_ranks(ranks: dict, pattern: str, form: str | None, spec: dict,
     try:
         import tiktoken
 
-        import regex
-
         encoding = tiktoken.Encoding("mintdim-fast-bpe", pat_str=pattern,
                                      mergeable_ranks=ranks, special_tokens={})
         whole = last = None
         if splits:
             whole = tiktoken.Encoding("mintdim-fast-bpe-whole", pat_str=r"[\s\S]+",
                                       mergeable_ranks=ranks, special_tokens={})
-            splits, last = tuple(map(regex.compile, splits)), regex.compile(pattern)
+            splits, last = tuple(map(_Isolating, splits)), _Isolating(pattern)
     except Exception as exc:  # noqa: BLE001 - a regex tiktoken's engine cannot compile
         return None, f"tiktoken cannot take the pre-tokenizer: {type(exc).__name__}: {exc}"
     lengths = np.zeros(max(ranks.values()) + 1, dtype=np.int64)
