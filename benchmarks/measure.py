@@ -141,3 +141,27 @@ def encode_jsonl(corpus, render, encode_batch, batch_size: int) -> tuple[int, in
         tokens += sum(len(e.ids) for e in encode_batch(batch, add_special_tokens=False))
         texts += len(batch)
     return texts, tokens
+
+
+def harness_arguments(parser, results: str, targets: str) -> None:
+    """The flags every harness takes: where the results go (`results`: the recorded
+    file's name), the work dir, and the rounds of `targets` (e.g. "(a), (b)")."""
+    from pathlib import Path
+
+    work = Path(__file__).resolve().parent / ".work"
+    parser.add_argument("--json", default=str(work / results),
+                        help="where to write the results (default: the untracked work dir; "
+                             f"name benchmarks/{results} to record them)")
+    parser.add_argument("--workdir", default=str(work))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help=f"rounds of {targets}; the fastest run of each counts "
+                             "(this machine is noisy)")
+
+
+def write_results(path: str, report: dict) -> None:
+    """The report as indented JSON at `path` (its folder made)."""
+    from pathlib import Path
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(report, indent=2) + "\n")
+

@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from chat_corpus import train_chat_tokenizer, write_chat_corpus  # noqa: E402
-from measure import run_measured  # noqa: E402
+from measure import harness_arguments, run_measured, write_results  # noqa: E402
 
 GOAL = 1.5
 PEER_CPU_GOAL = 2.5  # issue 28: datasets.map's CPU over ours
@@ -128,16 +128,10 @@ def compare(ours: dict, theirs: list) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dialogues", type=int, default=100_000)
-    parser.add_argument("--json", default=str(HERE / ".work" / "results_chat.json"),
-                        help="where to write the results (default: the untracked work dir; "
-                             "name benchmarks/results_chat.json to record them)")
-    parser.add_argument("--workdir", default=str(HERE / ".work"))
+    harness_arguments(parser, "results_chat.json", "(a), (b)")
     parser.add_argument("--train-dialogues", type=int, default=30_000,
                         help="the tokenizer is trained on the first N dialogues of the "
                              "generator (the same for every --dialogues)")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="rounds of (a), (b); the fastest run of each counts "
-                             "(this machine is noisy)")
     parser.add_argument("--parts", choices=("auto", "yes", "no"), default="auto",
                         help="time the steps one by one: when b/a > 1.5 (auto), always, never")
     parser.add_argument("--parts-dialogues", type=int, default=20_000,
@@ -232,8 +226,7 @@ def main(argv=None) -> int:
                str(args.parts_dialogues)]
         report["parts"] = json.loads(run_measured(cmd, env=env)["stdout"].strip().splitlines()[-1])
     _print(report)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    write_results(args.json, report)
     return 0
 
 

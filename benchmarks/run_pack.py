@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import pack_targets  # noqa: E402
 from corpus import write_corpus  # noqa: E402
-from measure import run_measured  # noqa: E402
+from measure import harness_arguments, run_measured, write_results  # noqa: E402
 
 GOALS = {"ours_over_bound": 1.5, "datatrove_over_ours": 3.0, "peak_rss_large_over_small": 1.5,
          "peer_cpu_over_ours": 2.5}
@@ -245,13 +245,7 @@ def main(argv=None) -> int:
     parser.add_argument("--scale", "--samples", dest="scale", default="100000",
                         help="documents, or several comma-separated (e.g. 100000,1000000: "
                              "then also our peak RSS at the largest over the smallest)")
-    parser.add_argument("--json", default=str(HERE / ".work" / "results_pack.json"),
-                        help="where to write the results (default: the untracked work dir; "
-                             "name benchmarks/results_pack.json to record them)")
-    parser.add_argument("--workdir", default=str(HERE / ".work"))
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="rounds of (a), (b), (c); the fastest run of each counts "
-                             "(this machine is noisy)")
+    harness_arguments(parser, "results_pack.json", "(a), (b), (c)")
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--train-lines", type=int, default=30_000,
                         help="the tokenizer is trained on the first N documents (the same "
@@ -309,8 +303,7 @@ def main(argv=None) -> int:
         report["peak_rss"] = {"large": int(large), "small": int(small), "ratio": ratio,
                               "within_goal": ratio <= GOALS["peak_rss_large_over_small"]}
     _print(report)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    write_results(args.json, report)
     return 0
 
 
