@@ -78,7 +78,7 @@ def test_the_command_leaves_its_heap_to_the_os_but_main_does_not(tmp_path):
              "print(code, gc.get_freeze_count() > 0)\n")
     for entry, frozen in (("main", False), ("console_main", True)):
         proc = _run([sys.executable, "-c", probe, entry, str(tmp_path / "missing")])
-        assert proc.stdout.splitlines()[-1].split() == ["1", str(frozen)], proc.stderr
+        assert proc.stdout.splitlines()[-1].split() == ["2", str(frozen)], proc.stderr
 
 
 @pytest.mark.parametrize("flag,hint", [

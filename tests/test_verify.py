@@ -432,9 +432,35 @@ def test_failed_build_is_reported_as_failed(tmp_path, tokenizers_dir):
     assert fmt.FAILED_UNIT in what and "unit_8" in what
 
 
-def test_missing_output_directory(tmp_path):
-    result = verify_output(str(tmp_path / "nothing"))
-    assert not result.ok and "does not exist" in result.problems[0].what
+def test_what_no_build_wrote_is_refused_at_once_with_exit_2(tmp_path, capsys):
+    """`verify` and `report` on a folder no build wrote (a missing one, a file, an empty
+    folder, a folder of other things with a nested manifest) answer "not a mintdim-beam
+    output" and exit 2, without walking it."""
+    from mintdim_beam.audit.not_a_build import NotABuildError
+
+    (tmp_path / "empty").mkdir()
+    other = tmp_path / "other"
+    for i in range(8):
+        (other / f"project_{i}" / "unit_8").mkdir(parents=True)
+        (other / f"project_{i}" / "manifest.json").write_text("{}")
+    (other / "notes.txt").write_text("not a build")
+    (tmp_path / "file.jsonl").write_text("{}\n")
+    cases = {"nothing": "it does not exist", "file.jsonl": "it is a file",
+             "empty": "it is empty",
+             "other": "9 entries no build writes (notes.txt, project_0, project_1, "
+                      "project_2, project_3, and 4 more)"}
+    for name, says in cases.items():
+        with pytest.raises(NotABuildError) as info:
+            verify_output(str(tmp_path / name))
+        assert str(info.value) == f"{tmp_path / name} is not a mintdim-beam output: " + (
+            says if name != "other" else "it holds no manifest.json, no _mintdim_build.json "
+                                         f"and no failure notice, and {says}")
+        assert cli.main(["verify", str(tmp_path / name)]) == 2
+        assert "is not a mintdim-beam output" in capsys.readouterr().out
+        assert cli.main(["report", str(tmp_path / name)]) == 2
+        assert "is not a mintdim-beam output" in capsys.readouterr().err
+    assert not (tmp_path / "empty" / "report").exists()  # report wrote nothing
+
 
 
 def test_max_problems_keeps_the_first(out):

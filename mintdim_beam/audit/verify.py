@@ -4,6 +4,7 @@ decides which checker reads OUT: a pack-build's (its manifest.json says so,
 from __future__ import annotations
 
 from mintdim_beam.audit.deep_check import DEFAULT_SAMPLES
+from mintdim_beam.audit.not_a_build import NotABuildError, check_is_build
 from mintdim_beam.audit.pack_check import is_pack_output, verify_pack
 from mintdim_beam.audit.unit_verify import Verifier
 from mintdim_beam.audit.verify_result import VerifyResult
@@ -12,7 +13,9 @@ from mintdim_beam.audit.verify_result import VerifyResult
 def verify_output(out: str, max_problems: int = 50, deep: int = 0) -> VerifyResult:
     """Check a finished build in `out` (local path or fsspec URL) from its own files; a
     pack-build (its manifest.json says so) is checked by `mintdim_beam.audit.pack_check`.
-    `deep`: also re-tokenize that many sampled records' source lines (`deep_check`)."""
+    `deep`: also re-tokenize that many sampled records' source lines (`deep_check`).
+    Raises `NotABuildError` for a directory that no build wrote, before reading it."""
+    check_is_build(out)
     if is_pack_output(out):
         return verify_pack(out, max_problems, deep)
     return Verifier(out, max_problems, deep).run()
@@ -20,11 +23,14 @@ def verify_output(out: str, max_problems: int = 50, deep: int = 0) -> VerifyResu
 
 def verify_command(args) -> int:
     """`mintdim-beam verify OUT [--max-problems N] [--deep [--deep-samples N]]`: 0 when
-    clean, 1 otherwise."""
+    clean, 1 otherwise, 2 when OUT is not a build."""
     limit = getattr(args, "max_problems", None)
     deep = getattr(args, "deep_samples", DEFAULT_SAMPLES) if getattr(args, "deep", False) else 0
     try:
         result = verify_output(args.out, 50 if limit is None else limit, deep)
+    except NotABuildError as exc:
+        print(f"verify: {exc}")
+        return 2
     except OSError as exc:
         print(f"verify {args.out}: cannot read the output: {exc}")
         return 1
