@@ -31,7 +31,7 @@ $(PUBLISHED)/.done: tools/published_tokenizers.py $(STAMP)
 	touch $@
 
 test: $(STAMP) $(PUBLISHED)/.done
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider --durations=25
 
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow"

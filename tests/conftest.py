@@ -180,6 +180,27 @@ def mintdim_tree(root: Path) -> dict:
     return {k: v for k, v in tree.items() if k not in OUR_FILES}
 
 
+def demo_model_config(folder: Path, source: dict, output: str) -> Path:
+    """`folder/build.json`: a unit-build of `source` with the bundled demo tokenizer, one
+    unit of 64 tokens, batches of 8 and shards of 10, written to `output`."""
+    config = {"source": source,
+              "tokenizer": {"type": "sentencepiece",
+                            "files": [str(REPO / "examples/tokenizer/demo.model")]},
+              "units": {"sizes": [[64]], "build_batch": [8]},
+              "output": {"dir": output, "samples_per_shard": [10]}}
+    path = folder / "build.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def cli(cwd: Path, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`mintdim-beam ARGS` in `cwd`, the venv's console scripts first on PATH."""
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    return subprocess.run([str(bin_dir / "mintdim-beam"), *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=timeout)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -88,36 +88,43 @@ def dialogues(tmp_path_factory) -> Path:
     return _write(tmp_path_factory.mktemp("data") / "chat.jsonl", rows)
 
 
-def test_same_bytes_on_every_runner_and_range_size(tmp_path, tok, dialogues):
-    _chat(tmp_path, tok, [dialogues], tmp_path / "a")
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, tok, dialogues) -> Path:
+    """The default build of `dialogues` (in memory, ChatML, two trained turns a record,
+    split): what the other runners, retries, ShareGPT and the command are compared with."""
+    out = tmp_path_factory.mktemp("reference") / "out"
+    _chat(out.parent, tok, [dialogues], out)
+    return out
+
+
+def test_same_bytes_on_every_runner_and_range_size(tmp_path, tok, dialogues, reference):
     _chat(tmp_path, tok, [dialogues], tmp_path / "b",
           options=MULTI_PROCESS + ["--input_range_bytes=700"])
-    assert read_tree(tmp_path / "a") == read_tree(tmp_path / "b")
-    rows, records = _records(tmp_path / "a")
+    assert read_tree(reference) == read_tree(tmp_path / "b")
+    rows, records = _records(reference)
     assert len(rows) > 120  # dialogues with 3 trained turns split into two records
     assert [r["part"] for r in rows if r["sample_id"] == 2] == [0, 1]
 
 
 @pytest.mark.slow
-def test_injected_retries_give_the_same_bytes(tmp_path, tok, dialogues, monkeypatch):
+def test_injected_retries_give_the_same_bytes(tmp_path, tok, dialogues, reference, monkeypatch):
     """Every bundle's first attempt fails (tokenize, write, finalize); the retrying runner
     must give the bytes of a clean build."""
-    _chat(tmp_path, tok, [dialogues], tmp_path / "clean")
     markers = tmp_path / "markers"
     markers.mkdir()
     monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize,write,finalize@{markers}")
     _chat(tmp_path, tok, [dialogues], tmp_path / "retried",
           options=BUNDLE_RETRYING + ["--input_range_bytes=3000"])
     assert any(markers.iterdir())
-    assert read_tree(tmp_path / "clean") == read_tree(tmp_path / "retried")
+    assert read_tree(reference) == read_tree(tmp_path / "retried")
 
 
 @pytest.mark.slow
-def test_portable_runner_gives_the_same_bytes(tmp_path, tok, dialogues, portable_flags):
-    _chat(tmp_path, tok, [dialogues], tmp_path / "a")
+def test_portable_runner_gives_the_same_bytes(tmp_path, tok, dialogues, reference,
+                                              portable_flags):
     _chat(tmp_path, tok, [dialogues], tmp_path / "b",
           options=portable_flags + ["--input_range_bytes=1000"])
-    assert read_tree(tmp_path / "a") == read_tree(tmp_path / "b")
+    assert read_tree(reference) == read_tree(tmp_path / "b")
 
 
 @pytest.mark.parametrize("template", ["chatml", "llama3"])
@@ -184,14 +191,13 @@ def test_split_records_equal_transformers_on_each_prefix_of_the_dialogue(tmp_pat
         previous = ids
 
 
-def test_sharegpt_and_messages_give_the_same_records(tmp_path, tok, dialogues):
+def test_sharegpt_and_messages_give_the_same_records(tmp_path, tok, dialogues, reference):
     aliases = {"user": "human", "assistant": "gpt", "system": "system"}
     rows = [json.loads(line) for line in dialogues.read_text(encoding="utf-8").splitlines()]
     share = _write(tmp_path / "share.jsonl", [{"conversations": [
         {"from": aliases[m["role"]], "value": m["content"]} for m in r["messages"]]} for r in rows])
-    _chat(tmp_path, tok, [dialogues], tmp_path / "a")
     _chat(tmp_path, tok, [share], tmp_path / "b", fmt="sharegpt")
-    a, b = read_tree(tmp_path / "a"), read_tree(tmp_path / "b")
+    a, b = read_tree(reference), read_tree(tmp_path / "b")
     for name in a:
         if name.endswith(".bin") or name == "length_field.json":
             assert a[name] == b[name], name
@@ -315,7 +321,7 @@ def test_preference_pairs_strings_and_messages_and_even_truncation(tmp_path, tok
     assert [(r["sample_id"], r["action"]) for r in overflow] == [(1, "truncate"), (2, "truncate")]
 
 
-def test_a_config_file_builds_chat_through_the_command(tmp_path, tok, dialogues):
+def test_a_config_file_builds_chat_through_the_command(tmp_path, tok, dialogues, reference):
     import os
     import subprocess
     import sys
@@ -333,8 +339,7 @@ def test_a_config_file_builds_chat_through_the_command(tmp_path, tok, dialogues)
     proc = subprocess.run([str(Path(sys.executable).parent / "mintdim-beam"), "build", str(path),
                            "--runner=FnApiRunner"], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    _chat(tmp_path, tok, [dialogues], tmp_path / "api")
-    cli, api = read_tree(tmp_path / "cli"), read_tree(tmp_path / "api")
+    cli, api = read_tree(tmp_path / "cli"), read_tree(reference)
     assert {k: v for k, v in cli.items() if k.endswith(".bin")} == \
         {k: v for k, v in api.items() if k.endswith(".bin")}
     manifest = json.loads((tmp_path / "cli/manifest.json").read_text())

@@ -7,14 +7,16 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from apache_beam.metrics.metric import MetricsFilter
 
 from conftest import IN_MEMORY, MULTI_PROCESS, REPO
+from mintdim_beam.runtime.progress import KEYS, Progress
 from mintdim_beam.unit_build.launch import launch
 
-BIN = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
+BIN = Path(sys.executable).parent
 READING = re.compile(r"^\[unit-build\] reading: (\d+)% \(([\d,]+) of ([\d,]+) MB\), "
                      r"([\d,]+) samples, ([\d,]+) tokens, ([\d,]+) samples/s, ETA \d+:\d\d$")
 WRITING = re.compile(r"^\[unit-build\] writing: ([\d,]+) of ([\d,]+) samples assigned "
@@ -62,6 +64,43 @@ def test_progress_lines_while_a_build_runs_and_nothing_left_after(tmp_path):
     assert not _progress_dirs(private_tmp)
     for out in (tmp_path / "out").iterdir():
         assert not (out / "_mintdim_tmp").exists(), sorted(p.name for p in out.iterdir())
+
+
+class _Writes:
+    """A stream that keeps each write call apart."""
+
+    def __init__(self):
+        self.calls = []
+
+    def write(self, text):
+        self.calls.append(text)
+
+    def flush(self):
+        pass
+
+
+def test_each_line_beside_the_progress_thread_is_one_write(monkeypatch):
+    """`print` writes a line's text and its newline apart: a worker thread's shard line
+    written in between glued it to a progress line (`... unit=128[unit-build] writing:
+    ...`), which the test above then failed to read, more often on a busy machine. The
+    progress lines and the launchers' lines (and the shard writer's, through the same
+    `say`) are one write each."""
+    from mintdim_beam.pack_build import launch as pack_launch
+    from mintdim_beam.unit_build import launch as unit_launch
+
+    monkeypatch.setenv("MINTDIM_PROGRESS_INTERVAL", "600")  # no line of the thread's own
+    stream = _Writes()
+    with Progress(2_000_000, stream=stream) as progress:
+        progress.show(dict.fromkeys(KEYS, 0))
+        progress.show({**dict.fromkeys(KEYS, 3), "assigned": 2})
+    lines = stream.calls
+    assert len(lines) == 2 and all(line.count("\n") == 1 and line.endswith("\n")
+                                   for line in lines), lines
+    assert READING.match(lines[0][:-1]) and WRITING.match(lines[1][:-1]), lines
+    monkeypatch.setattr(sys, "stderr", _Writes())
+    unit_launch.log("start")
+    pack_launch.log("start")
+    assert sys.stderr.calls == ["[unit-build] start\n", "[pack-build] start\n"]
 
 
 def test_beam_counters_count_the_work(tmp_path):

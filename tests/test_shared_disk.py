@@ -4,19 +4,15 @@ two ways out (a URL, or --shared_filesystem); `plan` returns its histograms thro
 URL there; a job whose output is not where the launcher looks ends as a failed build
 with its notices, never a bare FileNotFoundError."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from conftest import REPO
+from conftest import REPO, cli, demo_model_config
 from mintdim_beam.core import errors
 from mintdim_beam.runtime.options import workers_share_disk
 
-BIN = Path(sys.executable).parent
 REMOTE = ["--runner=PortableRunner", "--job_endpoint=10.254.0.9:8099",
           "--environment_type=EXTERNAL", "--environment_config=10.254.0.9:50000"]
 
@@ -47,29 +43,17 @@ def test_which_runs_share_this_machines_disk(flags, shared):
 
 
 def _config(tmp_path, output) -> Path:
-    config = {"source": {"files": ["data/rows.jsonl"], "fields": [["text"]], "templates": ["{text}"]},
-              "tokenizer": {"type": "sentencepiece",
-                            "files": [str(REPO / "examples/tokenizer/demo.model")]},
-              "units": {"sizes": [[64]], "build_batch": [8]},
-              "output": {"dir": output, "samples_per_shard": [10]}}
     (tmp_path / "data").mkdir(exist_ok=True)
     (tmp_path / "data/rows.jsonl").write_text('{"text": "hello"}\n')
-    path = tmp_path / "build.json"
-    path.write_text(json.dumps(config))
-    return path
-
-
-def _cli(tmp_path, *args):
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
-    return subprocess.run([str(BIN / "mintdim-beam"), *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=120)
+    return demo_model_config(tmp_path, {"files": ["data/rows.jsonl"], "fields": [["text"]],
+                                        "templates": ["{text}"]}, output)
 
 
 def test_local_paths_on_workers_elsewhere_are_a_config_error_before_any_output(tmp_path):
     """The probe's `SourceChangedError ... no longer exists` for a relative input on a
     worker that never had it: now exit 2 before the job is submitted (the job endpoint
     here answers nothing, so nothing may try it), every local path named."""
-    proc = _cli(tmp_path, "build", _config(tmp_path, "out"), *REMOTE)
+    proc = cli(tmp_path, "build", _config(tmp_path, "out"), *REMOTE)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "PipelineValidationError" in proc.stderr
     for what, path in (("input", "data/rows.jsonl"), ("output", "out"),
@@ -86,10 +70,10 @@ def test_pack_build_and_plan_keep_the_same_rule(tmp_path):
             "pack": {"eod": None}, "output": {"dir": "pack_out"}}
     _config(tmp_path, "out")
     (tmp_path / "pack.json").write_text(json.dumps(pack))
-    proc = _cli(tmp_path, "pack", tmp_path / "pack.json", *REMOTE)
+    proc = cli(tmp_path, "pack", tmp_path / "pack.json", *REMOTE)
     assert proc.returncode == 2 and "for input 'data/rows.jsonl'" in proc.stderr
     assert not (tmp_path / "pack_out").exists()
-    proc = _cli(tmp_path, "plan", _config(tmp_path, "out"), "--units", "2", *REMOTE)
+    proc = cli(tmp_path, "plan", _config(tmp_path, "out"), "--units", "2", *REMOTE)
     assert proc.returncode == 2 and "for input 'data/rows.jsonl'" in proc.stderr
 
 

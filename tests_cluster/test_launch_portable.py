@@ -13,9 +13,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from conftest import isolated_job_service, portable_service, read_tree  # noqa: E402
-
-BIN = Path(sys.executable).parent
+from conftest import (cli, demo_model_config, isolated_job_service,  # noqa: E402
+                      portable_service, read_tree)
 
 
 @pytest.fixture(scope="module")
@@ -25,21 +24,9 @@ def portable_flags(tmp_path_factory):
 
 
 def _config(tmp_path, output) -> Path:
-    config = {"source": {"files": [str(REPO / "examples/data/chat.jsonl")],
-                         "fields": [["prompt", "response"]], "templates": ["{prompt} {response}"]},
-              "tokenizer": {"type": "sentencepiece",
-                            "files": [str(REPO / "examples/tokenizer/demo.model")]},
-              "units": {"sizes": [[64]], "build_batch": [8]},
-              "output": {"dir": output, "samples_per_shard": [10]}}
-    path = tmp_path / "build.json"
-    path.write_text(json.dumps(config))
-    return path
-
-
-def _cli(tmp_path, *args):
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
-    return subprocess.run([str(BIN / "mintdim-beam"), *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=600)
+    return demo_model_config(tmp_path, {"files": [str(REPO / "examples/data/chat.jsonl")],
+                                        "fields": [["prompt", "response"]],
+                                        "templates": ["{prompt} {response}"]}, output)
 
 
 def test_the_template_entry_point_with_every_template_parameter_on_the_portable_runner(
@@ -100,8 +87,8 @@ def test_a_finished_job_whose_output_is_elsewhere_is_a_failed_build(tmp_path):
         out = private / "out"
         flags = portable + ["--shared_filesystem"]
         config = _config(tmp_path, str(out))
-        proc = _cli(tmp_path, "build", config, "--on_template_unk=continue",
-                    "--on_overflow=truncate", *flags)
+        proc = cli(tmp_path, "build", config, "--on_template_unk=continue",
+                   "--on_overflow=truncate", *flags, timeout=600)
         assert proc.returncode == 1, proc.stderr[-3000:]
         assert "OutputWriteError" in proc.stderr and str(out) in proc.stderr
         assert "Traceback" not in proc.stderr

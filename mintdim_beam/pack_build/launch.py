@@ -4,7 +4,6 @@ output), claim the output directory, run the pipeline and wait; a failure leaves
 from __future__ import annotations
 
 import json
-import sys
 
 from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack, with_run
 from mintdim_beam.core.files import storage
@@ -13,14 +12,14 @@ from mintdim_beam.core.files.ownership import PACK_FAILED, Claim, Heartbeat, che
 from mintdim_beam.core.inputs.source import plan_ranges
 from mintdim_beam.pack_build.finalize import MANIFEST, failed_notice
 from mintdim_beam.runtime.frozen_heap import frozen_heap
-from mintdim_beam.runtime.progress import progress_interval
+from mintdim_beam.runtime.progress import progress_interval, say
 from mintdim_beam.runtime.run_shape import RunShape, shown_progress
 from mintdim_beam.runtime.sampler_period import short_sampler_period
 from mintdim_beam.runtime.signals import failed_build, received
 
 
 def log(message: str) -> None:
-    print(f"[pack-build] {message}", file=sys.stderr, flush=True)
+    say(f"[pack-build] {message}")
 
 
 def _failure_notices(config, reason: str, claim: Claim) -> None:

@@ -81,6 +81,15 @@ def flush() -> None:
     _TALLY.flush()
 
 
+def say(line: str, stream=None) -> None:
+    """`line` and its newline in one write, then flushed: `print` writes them apart, and
+    a thread writing to the same stream in between (the progress thread beside a
+    worker's shard lines) glued two lines into one."""
+    stream = sys.stderr if stream is None else stream
+    stream.write(line + "\n")
+    stream.flush()
+
+
 def range_size(byte_range) -> int:
     """The bytes a range stands for in progress reports: its span of a plain file, the
     whole (compressed) size of a compressed one."""
@@ -188,7 +197,7 @@ class Progress:
 
     def show(self, totals: dict) -> None:
         if not self.tty:
-            print(self.line(totals), file=self.stream, flush=True)
+            say(self.line(totals), self.stream)
             return
         from tqdm import tqdm
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
-import sys
 import tempfile
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from mintdim_beam.core.inputs.source import plan_ranges
 from mintdim_beam.core.render.template_checks import notice_text
 from mintdim_beam.runtime.encoder_process import warm_helpers
 from mintdim_beam.runtime.frozen_heap import frozen_heap
-from mintdim_beam.runtime.progress import progress_interval
+from mintdim_beam.runtime.progress import progress_interval, say
 from mintdim_beam.runtime.run_shape import RunShape, shown_progress
 from mintdim_beam.runtime.sampler_period import short_sampler_period
 from mintdim_beam.runtime.signals import build_error, failed_build, received
@@ -37,7 +36,7 @@ LOSSY_POLICIES = ("continue", "abort")
 
 
 def log(message: str) -> None:
-    print(f"[unit-build] {message}", file=sys.stderr, flush=True)
+    say(f"[unit-build] {message}")
 
 
 def check_policies(on_template_unk: str, on_overflow: str, on_lossy: str = "continue") -> None:

@@ -5,7 +5,6 @@ The widest group is one shard's records (samples_per_shard), never a whole unit.
 """
 from __future__ import annotations
 
-import sys
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -13,7 +12,7 @@ from apache_beam.metrics import Metrics
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.runtime.faults import BundleFaults
-from mintdim_beam.runtime.progress import tally
+from mintdim_beam.runtime.progress import say, tally
 
 PART_KINDS = ("sample", "unk", "lossy")
 
@@ -52,7 +51,7 @@ class WriteShardFn(beam.DoFn):
                                         out)
         tally(shards=1)
         for line in fmt.shard_progress_lines(shard, samples, size, unit):
-            print(line, file=sys.stderr, flush=True)
+            say(line)
         yield ds, unit, shard, samples, summed
 
 
