@@ -11,14 +11,16 @@
         dataset.set_epoch(epoch)
         for batch in loader:
             batch["input_ids"], batch["labels"]   # int64 [rows, unit_size]
+            batch["attention_mask"]               # int64 [rows, unit_size], from lengths
+            batch["lengths"]                      # int64 [rows], the records' tokens
             batch["sample_ids"]                   # int64 [rows], -1 for a padding row
             batch["valid"]                        # bool [rows], False for a padding row
             batch["unit_size"], batch["epoch"], batch["step"]  # plain ints
             ...
             state = dataset.state_dict(after=batch)   # resumes right after this batch
 
-With `pairs=True` a batch holds `chosen_input_ids`, `chosen_labels`,
-`rejected_input_ids`, `rejected_labels` (int64) instead of `input_ids` and `labels`.
+With `pairs=True` a batch holds `chosen_*` and `rejected_*` (`input_ids`, `labels`,
+`attention_mask`, `lengths` each, int64) instead of the plain four.
 
 Workers. With `num_workers=N` worker w computes the reader's steps w, w+N, w+2N, ... of
 the epoch (from the step the dataset is at when the loader starts iterating); the
@@ -54,8 +56,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from mintdim_beam.read import Batch, UnitReader
 
-TENSORS = ("input_ids", "labels", "chosen_input_ids", "chosen_labels", "rejected_input_ids",
-           "rejected_labels")
+TENSORS = tuple(f"{side}{name}" for side in ("", "chosen_", "rejected_")
+                for name in ("input_ids", "labels", "attention_mask", "lengths"))
 
 
 def to_tensors(batch: Batch) -> dict:

@@ -31,29 +31,43 @@ def bpe(tmp_path_factory) -> Path:
     return chatml_bpe(tmp_path_factory.mktemp("bpe"), 7, 400)
 
 
-def _bpe_job(source, bpe, out, sizes, overflow="truncate"):
+def _bpe_job(source, bpe, out, sizes, overflow="truncate", **tokenizer):
     return (source.tokenizer.hf_json(files=[str(bpe / "tokenizer.json")],
-                                     config=str(bpe / "tokenizer_config.json"))
+                                     config=str(bpe / "tokenizer_config.json"), **tokenizer)
             .units(sizes=[sizes], build_batch=[8]).output.dir(str(out), samples_per_shard=[9])
             .run(on_overflow=overflow, on_template_unk="abort", pipeline_options=list(IN_MEMORY)))
 
 
-@pytest.fixture(scope="module")
-def chat(tmp_path_factory, bpe) -> Path:
-    work = tmp_path_factory.mktemp("chat")
+def _dialogues(work: Path, count: int = 60) -> Path:
+    """`count` dialogues of one or two trained turns (none is split at max_turns=2, so
+    sample ids are unique), a system message in every third."""
     rng = random.Random(11)
     rows = []
-    for i in range(60):
+    for i in range(count):
         messages = [{"role": "system", "content": sentence(rng, 2, 5)}] if i % 3 == 0 else []
         for _ in range(1 + i % 2):
             messages += [{"role": "user", "content": sentence(rng, 2, 8)},
                          {"role": "assistant", "content": sentence(rng, 1, 12)}]
         rows.append({"messages": messages})
-    write_jsonl(work / "chat.jsonl", rows)
-    _bpe_job(pipeline("unit-build").source.chat(files=[str(work / "chat.jsonl")], format="messages",
-                                                chat_template="chatml", max_turns=2),
-             bpe, work / "out", [64, 128])
+    return write_jsonl(work / "chat.jsonl", rows)
+
+
+def _chat_build(work: Path, bpe: Path, **tokenizer) -> Path:
+    source = pipeline("unit-build").source.chat(files=[str(_dialogues(work))], format="messages",
+                                                chat_template="chatml", max_turns=2)
+    _bpe_job(source, bpe, work / "out", [64, 128], **tokenizer)
     return work / "out"
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory, bpe) -> Path:
+    return _chat_build(tmp_path_factory.mktemp("chat"), bpe)
+
+
+@pytest.fixture(scope="module")
+def pad_is_eos(tmp_path_factory, bpe) -> Path:
+    """The same dialogues with pad = EOS (`<|im_end|>`, which ends every turn)."""
+    return _chat_build(tmp_path_factory.mktemp("pad-eos"), bpe, pad_token="<|im_end|>")
 
 
 @pytest.fixture(scope="module")
@@ -263,6 +277,27 @@ def test_chat_labels_default_to_the_trained_turns(chat):
                   lambda name: name == "assistant_1")
 
 
+def test_lengths_and_attention_mask_come_from_segment_lengths_when_pad_is_eos(pad_is_eos, bpe):
+    pad = json.loads((pad_is_eos / "length_field.json").read_text())["pad_token_id"]
+    vocab = json.loads((bpe / "tokenizer.json").read_text())["added_tokens"]
+    assert pad == next(t["id"] for t in vocab if t["content"] == "<|im_end|>")
+    records = _records(pad_is_eos)
+    rows = eos_inside = 0
+    for unit, batches in _epoch(pad_is_eos, 2, tokens=256):
+        for b in batches:
+            assert b.lengths.dtype == b.attention_mask.dtype == np.int64
+            assert b.attention_mask.shape == b.input_ids.shape
+            for sid, ids, mask, n in zip(b.sample_ids, b.input_ids, b.attention_mask, b.lengths):
+                n = int(n)
+                assert n == (int(records[sid][1].sum()) if sid >= 0 else 0)
+                assert mask.tolist() == [1] * n + [0] * (unit - n)
+                eos_inside += int((ids[:n] == pad).sum())
+                rows += sid >= 0
+    assert rows == len(records)
+    # every record ends its turns with EOS = pad: `ids != pad` would drop them all
+    assert eos_inside >= rows
+
+
 def test_preference_pairs(preference):
     layout = json.loads((preference / "length_field.json").read_text())
     names = layout["sequence_template"]
@@ -289,6 +324,9 @@ def test_preference_pairs(preference):
                 assert b.rejected_input_ids[i].tolist() == fill(prompt + rejected)
                 assert b.chosen_labels[i].tolist() == [-100] * p + chosen + [-100] * (unit - p - c)
                 assert b.rejected_labels[i].tolist() == [-100] * p + rejected + [-100] * (unit - p - r)
+                assert (b.chosen_lengths[i], b.rejected_lengths[i]) == (p + c, p + r)
+                assert b.chosen_attention_mask[i].tolist() == [1] * (p + c) + [0] * (unit - p - c)
+                assert b.rejected_attention_mask[i].tolist() == [1] * (p + r) + [0] * (unit - p - r)
     assert sorted(seen) == sorted(records)
 
 

@@ -28,8 +28,8 @@ from mintdim_beam.torch import UnitReaderDataset  # noqa: E402
 # 3 workers on a 2-CPU machine is what the uneven split needs, not a speed question
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
 
-PLAIN = ("input_ids", "labels")
-PAIRS = ("chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels")
+PLAIN = ("input_ids", "labels", "attention_mask", "lengths")
+PAIRS = tuple(f"{side}_{name}" for side in ("chosen", "rejected") for name in PLAIN)
 
 
 def _reader_epoch(path, epoch=0, **kw) -> list:

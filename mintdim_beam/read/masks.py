@@ -1,4 +1,4 @@
-"""Labels and preference pairs from segment lengths alone (never from `token == pad_id`:
+"""Labels, attention masks and preference pairs from segment lengths alone (never from `token == pad_id`:
 a pad id may also be a real token inside a segment).
 
 Target segments: `target` lists segment names, fnmatch patterns (`"assistant_*"`) or
@@ -86,6 +86,13 @@ def labels_for(ids: np.ndarray, mask: np.ndarray, ignore_id: int) -> np.ndarray:
     return np.where(mask, ids, np.int64(ignore_id))
 
 
+def attention_mask(tokens: np.ndarray, width: int) -> np.ndarray:
+    """(rows, width) int64, 1 on a row's first `tokens[row]` positions (its record) and 0
+    on the padding after it: from the segment lengths, so a pad id that is also a real
+    token (pad = EOS) is still attended. int64 as Hugging Face models take it."""
+    return (np.arange(width)[None, :] < tokens[:, None]).astype(np.int64)
+
+
 def pair_indices(segments) -> tuple[int, int]:
     names = [s.name for s in segments]
     if not is_preference(segments):
@@ -102,7 +109,8 @@ def pairs(payload: np.ndarray, lengths: np.ndarray, chosen: int, pad_id: int,
           ignore_id: int) -> dict[str, np.ndarray]:
     """Everything before `chosen` (the prompt, and any context before it) is shared:
     chosen = prefix + chosen, rejected = prefix + rejected, each left-aligned and padded
-    with `pad_id` to the unit size; labels only on the completion."""
+    with `pad_id` to the unit size; labels only on the completion; each side's length
+    (prefix + completion) from the segment lengths."""
     rows, unit = payload.shape
     prefix = lengths[:, :chosen].sum(axis=1)[:, None]
     c = lengths[:, chosen][:, None]
@@ -114,9 +122,12 @@ def pairs(payload: np.ndarray, lengths: np.ndarray, chosen: int, pad_id: int,
     np.minimum(take, unit - 1, out=take)
     rejected_ids = np.where(pos < prefix + r, np.take_along_axis(payload, take, axis=1), pad)
     ignore = np.int64(ignore_id)
+    chosen_lengths, rejected_lengths = (prefix + c)[:, 0], (prefix + r)[:, 0]
     return {
         "chosen_input_ids": chosen_ids,
         "chosen_labels": np.where((pos >= prefix) & (pos < prefix + c), chosen_ids, ignore),
+        "chosen_lengths": chosen_lengths,
         "rejected_input_ids": rejected_ids,
         "rejected_labels": np.where((pos >= prefix) & (pos < prefix + r), rejected_ids, ignore),
+        "rejected_lengths": rejected_lengths,
     }

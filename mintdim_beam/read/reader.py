@@ -6,6 +6,8 @@
     for batch in reader:      # one epoch, this rank's share
         batch.input_ids       # int64 [rows, unit_size]
         batch.labels          # the token inside a target segment, ignore_id elsewhere
+        batch.attention_mask  # int64 [rows, unit_size], 1 on the record, 0 on padding
+        batch.lengths         # int64 [rows], the record's tokens (0 for a padding row)
         batch.sample_ids      # int64 [rows], -1 for a padding row
     state = reader.state_dict()
 
@@ -51,9 +53,14 @@ STATE_VERSION = 1
 
 @dataclass
 class Batch:
-    """One step of one rank. Plain reads: `input_ids`, `labels`, `sample_ids`,
-    `unit_size`; with `pairs=True`: the four `chosen_*` / `rejected_*` arrays (then
-    `input_ids` and `labels` are None). `step` is the global step index in the epoch.
+    """One step of one rank. Plain reads: `input_ids`, `labels`, `attention_mask`,
+    `lengths`, `sample_ids`, `unit_size`; with `pairs=True`: `chosen_*` / `rejected_*`
+    (`input_ids`, `labels`, `attention_mask`, `lengths` each; then the plain ones are
+    None). `step` is the global step index in the epoch.
+
+    `lengths` and `attention_mask` come from the records' segment lengths, never from
+    comparing ids with the pad id: with pad = EOS, `input_ids != pad_id` would mask out
+    every real EOS a record holds.
 
     `ordinals` are the rows' record numbers in their unit (-1 for padding rows);
     `sample_ids` are looked up from them on first use: only `sample_index.jsonl` maps
@@ -65,12 +72,16 @@ class Batch:
     ordinals: np.ndarray
     input_ids: np.ndarray | None = None
     labels: np.ndarray | None = None
+    lengths: np.ndarray | None = None
     chosen_input_ids: np.ndarray | None = None
     chosen_labels: np.ndarray | None = None
+    chosen_lengths: np.ndarray | None = None
     rejected_input_ids: np.ndarray | None = None
     rejected_labels: np.ndarray | None = None
+    rejected_lengths: np.ndarray | None = None
     _build: object = field(default=None, repr=False, compare=False)
     _sample_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _masks: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def sample_ids(self) -> np.ndarray:
@@ -84,6 +95,30 @@ class Batch:
                 ids[real] = self._build.sample_ids(self.unit_size)[self.ordinals[real]]
             self._sample_ids = ids
         return self._sample_ids
+
+    @property
+    def attention_mask(self) -> np.ndarray | None:
+        """int64 [rows, unit_size]: 1 on each row's first `lengths` positions."""
+        return self._mask("")
+
+    @property
+    def chosen_attention_mask(self) -> np.ndarray | None:
+        return self._mask("chosen_")
+
+    @property
+    def rejected_attention_mask(self) -> np.ndarray | None:
+        return self._mask("rejected_")
+
+    def _mask(self, side: str) -> np.ndarray | None:
+        """Made on first use (a loop that never asks does not pay for it), then kept."""
+        lengths = getattr(self, f"{side}lengths")
+        if lengths is None:
+            return None
+        if side not in self._masks:
+            from mintdim_beam.read import masks
+
+            self._masks[side] = masks.attention_mask(lengths, self.unit_size)
+        return self._masks[side]
 
     @property
     def valid(self) -> np.ndarray:
@@ -218,4 +253,5 @@ class UnitReader:
             batch.input_ids = payload
             mask = masks.label_mask(lengths, self._targets, unit)
             batch.labels = masks.labels_for(batch.input_ids, mask, self.ignore_id)
+            batch.lengths = lengths.sum(axis=1)
         return batch
