@@ -4,6 +4,7 @@ order for every world size, seeded shuffles, exact and elastic resume, labels an
 against masks computed here from length_field.json, corruption named by shard and row,
 and a memory:// copy read like the local build."""
 import json
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -163,8 +164,6 @@ def test_the_global_sequence_is_the_same_for_every_world_size(templated):
 
 
 def test_a_pickled_reader_carries_no_shard_bytes(templated):
-    import pickle
-
     reader = UnitReader(str(templated), tokens_per_step=TOKENS)
     first = reader.batch_at(0)
     copy = pickle.loads(pickle.dumps(reader))
@@ -233,6 +232,93 @@ def test_a_state_of_another_build_or_order_is_refused(templated, tmp_path):
 def test_a_world_size_that_does_not_divide_a_batch_is_refused(templated):
     with pytest.raises(ValueError, match="unit 64: 2 rows"):
         UnitReader(str(templated), tokens_per_step=128, world_size=4)
+
+
+@pytest.mark.parametrize("step, shown", [(-1, "-1"), ("past", None), ("3", "'3'"),
+                                         (3.0, "3.0"), (True, "True"), (None, "missing")])
+def test_a_state_step_outside_the_epoch_or_not_an_int_is_refused(templated, step, shown):
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS, seed=2)
+    reader.set_epoch(1)
+    steps = len(reader)
+    state = reader.state_dict()
+    if step is None:
+        del state["step"]
+    else:
+        state["step"] = steps + 1 if step == "past" else step
+    fresh = UnitReader(str(templated), tokens_per_step=TOKENS, seed=2)
+    with pytest.raises(errors.ReaderStateError) as info:
+        fresh.load_state_dict(state)
+    assert info.value.kwargs["key"] == "step"
+    assert info.value.kwargs["found"] == (shown or str(steps + 1))
+    assert f"an int in 0..{steps} (epoch 1 has {steps} steps" in info.value.english
+    assert f"trong khoảng 0..{steps}" in info.value.vietnamese
+    assert (fresh.epoch, fresh.step) == (0, 0)  # a refused state leaves the reader as it was
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert type(copy) is errors.ReaderStateError and str(copy) == str(info.value)
+
+
+def test_a_state_at_the_end_of_its_epoch_is_accepted_and_bad_epochs_are_not(templated):
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS, seed=2)
+    whole = [b.sample_ids.tolist() for b in reader]
+    state = reader.state_dict()
+    assert state["step"] == len(whole)
+    resumed = UnitReader(str(templated), tokens_per_step=TOKENS, seed=2)
+    resumed.load_state_dict(state)
+    assert [b.sample_ids.tolist() for b in resumed] == whole  # after the end: the epoch again
+    for epoch in (-1, "0", 0.0):
+        with pytest.raises(errors.ReaderStateError, match="epoch"):
+            resumed.load_state_dict({**state, "epoch": epoch})
+    with pytest.raises(errors.ReaderStateError, match="steps_in_epoch"):
+        resumed.load_state_dict({**state, "steps_in_epoch": len(whole) + 1})
+    with pytest.raises(errors.ReaderStateError, match="seed"):
+        resumed.load_state_dict({**state, "seed": 2.0})  # equal, but not an int
+    with pytest.raises(errors.ReaderStateError, match="a dict made by state_dict"):
+        resumed.load_state_dict(json.dumps(state))
+
+
+@pytest.mark.parametrize("step", [-1, "past", "0", 0.0, False])
+def test_batch_at_takes_a_step_of_the_epoch_only(templated, step):
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS)
+    steps = len(reader)
+    assert reader.batch_at(np.int64(steps - 1)).step == steps - 1  # numpy ints are ints
+    with pytest.raises(errors.ReaderArgumentError) as info:
+        reader.batch_at(steps if step == "past" else step)
+    assert isinstance(info.value, ValueError) and info.value.kwargs["argument"] == "step"
+    assert f"an int in 0..{steps - 1} (epoch 0 has {steps} steps)" in str(info.value)
+
+
+@pytest.mark.parametrize("argument, value, allowed", [
+    ("tokens_per_step", 10**9, "an int in 1..16,777,216 (2**24"),
+    ("tokens_per_step", (1 << 24) + 1, "an int in 1..16,777,216"),
+    ("tokens_per_step", 0, "an int in 1..16,777,216"),
+    ("tokens_per_step", "512", "an int in 1..16,777,216"),
+    ("tokens_per_step", 512.0, "an int in 1..16,777,216"),
+    ("seed", -1, "an int in 0..9,223,372,036,854,775,807"),
+    ("seed", True, "an int in 0.."),
+    ("world_size", 0, "an int >= 1"),
+    ("rank", 2, "an int in 0..1 (world_size 2)"),
+    ("last", "keep", "'pad' or 'drop'"),
+    ("pairs", 1, "True or False"),
+])
+def test_reader_arguments_out_of_range_are_refused_with_the_range(templated, argument, value,
+                                                                  allowed):
+    kw = dict(tokens_per_step=TOKENS, world_size=2)
+    kw[argument] = value
+    with pytest.raises(errors.ReaderArgumentError) as info:
+        UnitReader(str(templated), **kw)
+    assert info.value.kwargs["argument"] == argument and allowed in info.value.kwargs["allowed"]
+    assert info.value.kwargs["value"] == repr(value)
+    assert "Cho phép" in info.value.vietnamese
+
+
+def test_the_bound_of_tokens_per_step_itself_and_epochs_are_checked(templated):
+    reader = UnitReader(str(templated), tokens_per_step=1 << 24)  # made; no batch is read
+    assert reader.state_dict()["tokens_per_step"] == 1 << 24
+    for epoch in (-1, "1", 1.0):
+        with pytest.raises(errors.ReaderArgumentError, match="epoch"):
+            reader.set_epoch(epoch)
+    reader.set_epoch(np.int64(3))
+    assert reader.state_dict()["epoch"] == 3
 
 
 def _expected_labels(out: Path, lengths, ids, targets, ignore=-100) -> list:

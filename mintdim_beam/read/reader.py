@@ -32,13 +32,18 @@ continues where the state was saved. Iterating yields the steps from the current
 the end of the epoch; iterating again after the end repeats the epoch from step 0.
 `state_dict()` after k batches has `step == k`; a reader that loads it yields step k
 next (0-based), also with another world size (elastic).
+
+Arguments and states are checked (`read.checks`): ints only, each in a stated range
+(`tokens_per_step` at most MAX_TOKENS_PER_STEP, a state's step in 0..steps of its
+epoch, `batch_at` a step of the epoch), else ReaderArgumentError / ReaderStateError
+saying the range.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mintdim_beam.core.errors import ReaderStateError
+from mintdim_beam.core.errors import ReaderArgumentError, ReaderStateError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +54,16 @@ if TYPE_CHECKING:
 # `import mintdim_beam` (every command, every helper process) stays free of numpy.
 
 STATE_VERSION = 1
+
+# The bound on tokens_per_step: 2**24 = 16,777,216 tokens a global step, the largest
+# global batch of published pretraining runs (Llama 3 405B: 16M tokens). Each rank
+# builds its share as int64 arrays (8 bytes a token each, 128 MiB an array at the bound
+# on one rank); 10**9 would ask for 7.5 GiB an array.
+MAX_TOKENS_PER_STEP = 1 << 24
+TOKENS_BOUND_WHY = ("2**24, the largest published global batch; each rank builds its "
+                    "share as int64 arrays, 8 bytes a token",
+                    "2**24, batch toàn cục lớn nhất đã công bố; mỗi rank dựng phần của "
+                    "mình thành mảng int64, 8 byte một token")
 
 
 @dataclass
@@ -133,19 +148,27 @@ class UnitReader:
     def __init__(self, path: str, *, tokens_per_step: int, seed: int = 0, rank: int = 0,
                  world_size: int = 1, target=None, ignore_id: int = -100,
                  pairs: bool = False, last: str = "pad"):
-        from mintdim_beam.read import masks, order
+        from mintdim_beam.read import checks, masks, order
         from mintdim_beam.read.build import open_build
 
-        if tokens_per_step < 1 or seed < 0:
-            raise ValueError("tokens_per_step must be >= 1 and seed >= 0")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not in 0..world_size-1 (world_size {world_size})")
+        self.tokens_per_step = checks.argument("tokens_per_step", tokens_per_step, 1,
+                                               MAX_TOKENS_PER_STEP, TOKENS_BOUND_WHY)
+        self.seed = checks.argument("seed", seed, 0, checks.INT64_MAX)
+        self.world_size = checks.argument("world_size", world_size, 1, None)
+        self.rank = checks.argument("rank", rank, 0, self.world_size - 1,
+                                    (f"world_size {self.world_size}",
+                                     f"world_size {self.world_size}"))
+        self.ignore_id = checks.argument("ignore_id", ignore_id, -checks.INT64_MAX,
+                                         checks.INT64_MAX)
         if last not in order.LAST_RULES:
-            raise ValueError(f"last must be one of {order.LAST_RULES}, got {last!r}")
+            raise ReaderArgumentError(argument="last", value=checks.shown(last),
+                                      allowed=" or ".join(map(repr, order.LAST_RULES)),
+                                      allowed_vi=" hoặc ".join(map(repr, order.LAST_RULES)))
+        if not isinstance(pairs, bool):
+            raise ReaderArgumentError(argument="pairs", value=checks.shown(pairs),
+                                      allowed="True or False", allowed_vi="True hoặc False")
         self.build = open_build(path)
-        self.tokens_per_step, self.seed, self.rank, self.world_size = (
-            int(tokens_per_step), int(seed), int(rank), int(world_size))
-        self.ignore_id, self.pairs, self.last = int(ignore_id), bool(pairs), last
+        self.pairs, self.last = pairs, last
         segments = self.build.segments
         if pairs:
             self._chosen, _ = masks.pair_indices(segments)
@@ -162,31 +185,64 @@ class UnitReader:
                if order.rows_per_step(self.tokens_per_step, u) % self.world_size]
         if bad:
             shown = ", ".join(f"unit {u}: {r} rows" for u, r in bad)
-            raise ValueError(f"world_size {self.world_size} does not divide the global batch "
-                             f"(max(1, tokens_per_step // unit_size)) of every unit ({shown}); "
-                             f"choose tokens_per_step so that each is a multiple of it")
+            raise ReaderArgumentError(
+                argument="world_size", value=str(self.world_size),
+                allowed=f"a divisor of the global batch (max(1, tokens_per_step // unit_size) "
+                        f"rows) of every unit, which {shown} is not; choose tokens_per_step "
+                        f"so that each is a multiple of it",
+                allowed_vi=f"một ước của batch toàn cục (max(1, tokens_per_step // unit_size) "
+                           f"dòng) của mọi unit, mà {shown} không chia hết; hãy chọn "
+                           f"tokens_per_step để mỗi batch là bội của nó")
 
     # -- epochs and state ---------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        if int(epoch) != self.epoch:
-            self.epoch, self.step = int(epoch), 0
+        from mintdim_beam.read import checks
+
+        epoch = checks.argument("epoch", epoch, 0, checks.INT64_MAX)
+        if epoch != self.epoch:
+            self.epoch, self.step = epoch, 0
 
     def __len__(self) -> int:
         """Steps per epoch, the same on every rank."""
         return len(self._epoch_plan())
 
-    def state_dict(self) -> dict:
+    def _settings(self) -> dict:
+        """What fixes the order: a state saved with other values is another sequence."""
         return {"version": STATE_VERSION, "fingerprint": self.build.fingerprint,
-                "seed": self.seed, "epoch": self.epoch, "step": self.step,
-                "tokens_per_step": self.tokens_per_step, "last": self.last,
+                "seed": self.seed, "tokens_per_step": self.tokens_per_step, "last": self.last}
+
+    def state_dict(self) -> dict:
+        return {**self._settings(), "epoch": self.epoch, "step": self.step,
                 "steps_in_epoch": len(self), "world_size": self.world_size}
 
     def load_state_dict(self, state: dict) -> None:
-        mine = self.state_dict()
-        for key in ("version", "fingerprint", "seed", "tokens_per_step", "last"):
-            if state.get(key) != mine[key]:
-                raise ReaderStateError(key=key, expected=str(mine[key]), found=str(state.get(key)))
-        self.epoch, self.step = int(state["epoch"]), int(state["step"])
+        """Continue at the state's (epoch, step); `step` may be the epoch's step count
+        (the epoch is done: iterating repeats it, `set_epoch(epoch + 1)` goes on)."""
+        from mintdim_beam.read import checks
+
+        if not isinstance(state, dict):
+            raise ReaderStateError(key="state", found=checks.shown(state),
+                                   allowed="a dict made by state_dict()",
+                                   allowed_vi="một dict do state_dict() tạo ra")
+        for key, mine in self._settings().items():
+            found = state.get(key)
+            if found != mine or checks.is_int(found) != checks.is_int(mine):
+                raise ReaderStateError(key=key, expected=str(mine), found=checks.shown(found))
+        epoch = checks.state_value("epoch", state, 0, checks.INT64_MAX)
+        before = self.epoch, self.step
+        self.epoch = epoch
+        try:
+            steps = len(self)
+            step = checks.state_value("step", state, 0, steps,
+                                      (f"epoch {epoch} has {steps} steps; {steps} is its end",
+                                       f"epoch {epoch} có {steps} bước; {steps} là điểm kết thúc"))
+            if "steps_in_epoch" in state and state["steps_in_epoch"] != steps:
+                raise ReaderStateError(key="steps_in_epoch", expected=str(steps),
+                                       found=checks.shown(state["steps_in_epoch"]))
+        except ReaderStateError:
+            self.epoch, self.step = before
+            raise
+        self.step = step
 
     # -- iteration ----------------------------------------------------------------------
     def __iter__(self):
@@ -200,8 +256,16 @@ class UnitReader:
             yield batch
 
     def batch_at(self, step: int) -> Batch:
-        """This rank's batch of global step `step` of the current epoch, without moving."""
-        return self._batch(self._epoch_plan(), int(step))
+        """This rank's batch of global step `step` of the current epoch, without moving
+        (0 <= step < len(reader); no wrap-around from the end)."""
+        from mintdim_beam.read import checks
+
+        plan = self._epoch_plan()
+        last = len(plan) - 1
+        step = checks.argument("step", step, 0, last,
+                               (f"epoch {self.epoch} has {last + 1} steps",
+                                f"epoch {self.epoch} có {last + 1} bước"))
+        return self._batch(plan, step)
 
     def _epoch_plan(self) -> order.EpochPlan:
         from mintdim_beam.read import order
