@@ -43,9 +43,18 @@ when the dataset is iterated in this process (`num_workers=0` or a plain `for` l
 persistent workers keep the copies they started with, so a later `set_epoch` or
 `load_state_dict` would never reach them.
 
+`batch_size` other than None is refused (ReaderArgumentError, a ValueError, when the
+loader starts; with workers torch re-raises it as a RuntimeError carrying the same
+text): the reader already batches, so the loader's default `batch_size=1` would add a
+leading dimension of 1 to every tensor and a larger one would stack steps of different
+shapes. For more tokens a step, raise `tokens_per_step`. No `collate_fn` is needed:
+with `batch_size=None` the loader passes the dataset's dicts through as they are.
+
 This module imports torch; `import mintdim_beam` never imports this module.
 """
 from __future__ import annotations
+
+import sys
 
 try:
     import torch
@@ -54,7 +63,37 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("mintdim_beam.torch needs PyTorch (pip install torch); "
                       "mintdim_beam.UnitReader reads the same batches as numpy arrays") from error
 
+from mintdim_beam.core.errors import ReaderArgumentError
 from mintdim_beam.read import Batch, UnitReader
+
+try:  # the loader's fetcher, which asks for our iterator (see _refuse_loader_batching)
+    from torch.utils.data._utils.fetch import _IterableDatasetFetcher as _Fetcher
+except ImportError:  # pragma: no cover - another torch layout: the check is skipped
+    _Fetcher = None
+
+BATCH_SIZE_ALLOWED = (
+    "None: UnitReaderDataset yields whole batches already (tokens_per_step tokens of one "
+    "unit, this rank's rows), so DataLoader(dataset, batch_size=None); a batch_size, "
+    "DataLoader's default 1 included, would stack several steps into one tensor (a "
+    "leading dimension of 1, or steps of different shapes). For more tokens a step, "
+    "raise tokens_per_step",
+    "None: UnitReaderDataset đã trả về batch trọn vẹn (tokens_per_step token của một "
+    "unit, các dòng của rank này), nên dùng DataLoader(dataset, batch_size=None); một "
+    "batch_size, kể cả giá trị mặc định 1 của DataLoader, sẽ xếp chồng nhiều bước thành "
+    "một tensor (thêm chiều đầu bằng 1, hoặc các bước khác hình dạng). Muốn nhiều token "
+    "hơn mỗi bước, hãy tăng tokens_per_step")
+
+
+def _refuse_loader_batching(caller) -> None:
+    """A DataLoader with a batch_size makes its fetcher with `auto_collation` set, and the
+    fetcher's __init__ is what calls iter(dataset), in this process or in a worker: the
+    one place a dataset can see how the loader will batch what it yields."""
+    fetcher = caller.f_locals.get("self") if caller is not None else None
+    if _Fetcher is not None and isinstance(fetcher, _Fetcher) and fetcher.auto_collation:
+        en, vi = BATCH_SIZE_ALLOWED
+        raise ReaderArgumentError(argument="DataLoader batch_size",
+                                  value="not None (DataLoader's default is 1)",
+                                  allowed=en, allowed_vi=vi)
 
 TENSORS = tuple(f"{side}{name}" for side in ("", "chosen_", "rejected_")
                 for name in ("input_ids", "labels", "attention_mask", "lengths"))
@@ -99,6 +138,10 @@ class UnitReaderDataset(IterableDataset):
         self.reader.load_state_dict(state)
 
     def __iter__(self):
+        _refuse_loader_batching(sys._getframe(1))
+        return self._batches()
+
+    def _batches(self):
         info = get_worker_info()
         if info is None:  # this process: the reader moves, so state_dict() stays right
             for batch in self.reader:

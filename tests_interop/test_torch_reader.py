@@ -19,10 +19,12 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from conftest import tokenizers_dir  # noqa: E402,F401  (fixture used by `templated`)
-from test_unit_reader import TOKENS, bpe, preference, templated  # noqa: E402,F401
+from test_unit_reader import TOKENS, _records, bpe, preference, templated  # noqa: E402,F401
 from torch.utils.data import DataLoader  # noqa: E402
 
+import mintdim_beam.torch  # noqa: E402
 from mintdim_beam import UnitReader  # noqa: E402
+from mintdim_beam.errors import ReaderArgumentError  # noqa: E402
 from mintdim_beam.torch import UnitReaderDataset  # noqa: E402
 
 # 3 workers on a 2-CPU machine is what the uneven split needs, not a speed question
@@ -147,6 +149,61 @@ def test_persistent_workers_are_refused(templated):
     dataset.set_epoch(1)
     with pytest.raises(RuntimeError, match="persistent_workers"):
         list(loader)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("batching", [{}, {"batch_size": 1}, {"batch_size": 4},
+                                      {"batch_size": 4, "collate_fn": list}],
+                         ids=["default", "1", "4", "4-own-collate"])
+def test_a_loader_that_batches_the_batches_again_is_refused(templated, workers, batching):
+    """DataLoader's default batch_size=1 gave [1, rows, unit] tensors silently, and 4
+    crashed in torch.stack on steps of two unit sizes: both are refused, saying why."""
+    dataset = UnitReaderDataset(str(templated), tokens_per_step=TOKENS)
+    loader = DataLoader(dataset, num_workers=workers, **batching,
+                        **({"multiprocessing_context": "fork"} if workers else {}))
+    # in a worker torch re-raises our error as a RuntimeError holding its text
+    with pytest.raises(RuntimeError if workers else ReaderArgumentError) as info:
+        next(iter(loader))
+    text = str(info.value)
+    assert "DataLoader batch_size" in text and "DataLoader(dataset, batch_size=None)" in text
+    assert "raise tokens_per_step" in text and "Cho phép" in text
+
+
+def test_the_documented_loop_runs_as_written(templated):
+    """The module docstring's loop, as it stands, on a real build: no collate_fn, 2-D
+    tensors, every record of each epoch once on this rank and the other one, and the
+    state of its last batch going on with the next epoch."""
+    import itertools
+    import textwrap
+
+    lines = mintdim_beam.torch.__doc__.splitlines()[2:]  # after the title and a blank line
+    block = itertools.takewhile(lambda line: not line or line.startswith("    "), lines)
+    code = textwrap.dedent("\n".join(block)).strip() + "\n"
+    assert "batch_size=None" in code and "collate_fn" not in code
+    seen = {}
+    for rank in (0, 1):
+        scope = {"path": str(templated), "rank": rank, "world_size": 2, "start_epoch": 0,
+                 "epochs": 2}
+        names = {**scope, "seen": seen, "__name__": "doc"}
+        exec(compile(code + "        seen.setdefault(epoch, []).append(batch)\n", "doc", "exec"),
+             names)
+        state, steps = names["state"], len(names["dataset"])
+        assert (state["epoch"], state["step"]) == (1, steps)  # the end of the last epoch
+        resumed = UnitReaderDataset(str(templated), tokens_per_step=65536, rank=rank,
+                                    world_size=2)
+        resumed.load_state_dict(state)
+        resumed.set_epoch(2)
+        _assert_sequence(list(_loader(resumed, 0)),
+                         _reader_epoch(templated, 2, tokens_per_step=65536, rank=rank,
+                                       world_size=2))
+    for epoch, batches in seen.items():
+        ids = [i for b in batches for i in b["sample_ids"].tolist() if i >= 0]
+        assert sorted(ids) == sorted(set(ids)) and len(ids) == len(_records(templated))
+        for b in batches:
+            rows, unit = b["input_ids"].shape
+            assert unit == b["unit_size"] and b["labels"].shape == b["attention_mask"].shape
+            assert b["lengths"].shape == b["sample_ids"].shape == b["valid"].shape == (rows,)
+            assert torch.equal(b["attention_mask"].sum(1), b["lengths"])
 
 
 def test_importing_the_package_loads_no_torch():
