@@ -474,3 +474,299 @@ def test_a_memory_copy_reads_the_same_batches(templated):
         UnitReader(root, tokens_per_step=TOKENS).load_state_dict(state)  # the same build
     finally:
         fs.rm("/reader-test", recursive=True)
+
+
+# -- packed steps ------------------------------------------------------------------------
+PACK = 64  # the largest unit of `templated`: its longest records fill a row alone
+
+
+def _bfd_reference(lengths, capacity) -> list:
+    """Best-fit decreasing the plain way: longest first (ties in order), each into the
+    open row with the least room that holds it (the lowest such row), else a new row."""
+    rooms, rows = [], [None] * len(lengths)
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        fits = [(room, r) for r, room in enumerate(rooms) if room >= lengths[i]]
+        if fits:
+            _, r = min(fits)
+        else:
+            r = len(rooms)
+            rooms.append(capacity)
+        rooms[r] -= lengths[i]
+        rows[i] = r
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_best_fit_decreasing_is_the_plain_algorithm(seed):
+    from mintdim_beam.read import packing
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 300, size=400)
+    lengths[::7] = 300  # rows filled exactly and many ties
+    rows = packing.best_fit_decreasing(lengths, 300)
+    assert rows.tolist() == _bfd_reference(lengths.tolist(), 300)
+    assert np.bincount(rows, weights=lengths).max() <= 300
+
+
+def test_a_pack_plan_holds_every_record_once_in_rows_of_one_window():
+    from mintdim_beam.read import packing
+
+    lengths = np.random.default_rng(1).integers(1, 100, size=3000)
+    plan = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=2, last="pad")
+    assert sorted(plan.records.tolist()) == list(range(3000))
+    fill = np.add.reduceat(lengths[plan.records], plan.starts[:-1])
+    assert fill.max() <= 128 and plan.rows == len(fill)
+    # windows: ~8 rows' worth of tokens of the epoch's order each, packed alone
+    perm = np.random.Generator(np.random.PCG64(np.random.SeedSequence([3, 2, 2, 0]))).permutation(3000)
+    position = np.empty(3000, dtype=np.int64)
+    position[perm] = np.arange(3000)
+    window = packing.window_ids(lengths[perm], 8 * 128)[position]
+    firsts = []
+    for lo, hi in zip(plan.starts[:-1], plan.starts[1:]):
+        members = plan.records[lo:hi]
+        assert len(set(window[members])) == 1  # a row never spans two windows
+        assert (np.diff(position[members]) > 0).all()  # in window order within the row
+        firsts.append(position[members[0]])
+    assert firsts == sorted(firsts)  # rows follow the order, window after window
+    assert len(set(window.tolist())) > 20
+    again = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=2, last="pad")
+    other = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=3, last="pad")
+    assert np.array_equal(again.records, plan.records) and np.array_equal(again.starts, plan.starts)
+    assert not np.array_equal(other.records, plan.records)
+
+
+def _packed(out, world, tokens=TOKENS, pack_length=PACK, **kw) -> list:
+    """Per step: (pack_length, [each rank's packed batch])."""
+    return _steps([UnitReader(str(out), tokens_per_step=tokens, rank=r, world_size=world,
+                              pack_length=pack_length, **kw) for r in range(world)])
+
+
+def _check_packed_rows(out, batch, records, targets, ignore=-100) -> list:
+    """Each row against the records read straight from the files: the records' own ids
+    one after another, their labels (ignore at each first token), positions from 0,
+    document ids, lengths and cu_seqlens; padding after them. Returns the sample ids."""
+    pad = json.loads((out / "length_field.json").read_text())["pad_token_id"]
+    width = batch.pack_length
+    seen, segments = [], []
+    for i in range(len(batch.input_ids)):
+        ids, labels, positions, docs = [], [], [], []
+        count = int((batch.sample_ids[i] >= 0).sum())
+        assert (batch.sample_ids[i][count:] == -1).all() and (batch.seq_lens[i][count:] == 0).all()
+        for j in range(count):
+            _, lengths, payload = records[int(batch.sample_ids[i][j])]
+            n = int(lengths.sum())
+            assert batch.seq_lens[i][j] == n
+            mine = _expected_labels(out, lengths, payload, targets, ignore)[:n]
+            ids += payload[:n].tolist()
+            labels += [ignore] + mine[1:]
+            positions += list(range(n))
+            docs += [j] * n
+            segments.append(n)
+            seen.append(int(batch.sample_ids[i][j]))
+        tail = width - len(ids)
+        assert tail >= 0 and batch.lengths[i] == len(ids)
+        assert batch.valid[i] == (count > 0)
+        assert batch.input_ids[i].tolist() == ids + [pad] * tail
+        assert batch.labels[i].tolist() == labels + [ignore] * tail
+        assert batch.position_ids[i].tolist() == positions + list(range(tail))
+        assert batch.document_ids[i].tolist() == docs + [-1] * tail
+        segments += [tail] if tail else []
+    assert batch.cu_seqlens.dtype == np.int32
+    assert batch.cu_seqlens.tolist() == np.concatenate([[0], np.cumsum(segments)]).tolist()
+    assert batch.max_seqlen == max(segments) and batch.cu_seqlens[-1] == batch.input_ids.size
+    return seen
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_packed_rows_hold_every_record_once_with_its_own_ids_and_labels(templated, world):
+    records = _records(templated)
+    steps = _packed(templated, world, seed=3)
+    seen = []
+    for width, batches in steps:
+        assert width == PACK
+        for batch in batches:  # lockstep: one shape for every rank and step
+            assert batch.input_ids.shape == (TOKENS // PACK // world, PACK)
+            assert batch.attention_mask is None  # ones over a packed row would be wrong
+            for name in ("input_ids", "labels", "position_ids", "document_ids", "seq_lens"):
+                assert getattr(batch, name).dtype == np.int64, name
+            seen += _check_packed_rows(templated, batch, records, lambda name: name == "a")
+    assert sorted(seen) == sorted(records)  # every record exactly once
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=3)
+    used = sum(int(b.seq_lens.sum()) for _, bs in steps for b in bs)
+    assert reader.padding_fraction() == pytest.approx(1 - used / (len(steps) * TOKENS))
+    counts = [len(set(b.units[b.units >= 0].tolist())) for _, bs in steps for b in bs]
+    assert max(counts) == 3  # records of all three units share steps
+
+
+def test_packed_labels_ignore_every_records_first_token_even_in_a_target(templated):
+    """With every segment a target the unpacked label at a record's first token is the
+    token itself; packed it is ignore_id (the shifted loss would cross into it)."""
+    records = _records(templated)
+    seen = []
+    for _, (batch,) in _packed(templated, 1, seed=6, target=["*"], ignore_id=-1):
+        seen += _check_packed_rows(templated, batch, records, lambda name: True, ignore=-1)
+        starts = batch.position_ids == 0
+        assert (batch.labels[starts & (batch.document_ids >= 0)] == -1).all()
+    assert sorted(seen) == sorted(records)
+    unpacked = UnitReader(str(templated), tokens_per_step=TOKENS, target=["*"]).batch_at(0)
+    assert (unpacked.labels[unpacked.valid, 0] != -100).all()
+
+
+def test_packed_chat_labels_are_the_trained_turns(chat):
+    records = _records(chat)
+    seen = []
+    for _, batches in _packed(chat, 2, tokens=512, pack_length=256, seed=1):
+        for batch in batches:
+            seen += _check_packed_rows(chat, batch, records,
+                                       lambda name: name.startswith("assistant_"))
+    assert sorted(seen) == sorted(records)
+
+
+def test_packed_global_sequence_and_resume_are_the_same_for_every_world_size(templated):
+    def ids(steps):  # per step, the global batch's rows in rank order, each its records
+        return [[[i for i in row if i >= 0] for b in bs for row in b.sample_ids.tolist()]
+                for _, bs in steps]
+
+    whole = ids(_packed(templated, 1, seed=5))
+    assert whole == ids(_packed(templated, 2, seed=5)) == ids(_packed(templated, 4, seed=5))
+    k = 3
+    first = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=5)
+    head = ids([(0, [b]) for _, b in zip(range(k), first)])
+    state = json.loads(json.dumps(first.state_dict()))
+    assert (state["step"], state["pack_length"], state["pack_window"]) == (k, PACK, 256)
+    rest = []
+    for r in range(4):
+        reader = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=5,
+                            rank=r, world_size=4)
+        reader.load_state_dict(state)
+        rest.append(reader)
+    assert head + ids(_steps(rest)) == whole
+    epoch_one = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=5)
+    epoch_one.set_epoch(1)
+    assert ids([(0, [b]) for b in epoch_one]) != whole
+
+
+def test_packed_states_are_refused_by_other_packings(templated):
+    kw = dict(tokens_per_step=TOKENS, seed=5)
+    state = UnitReader(str(templated), pack_length=PACK, **kw).state_dict()
+    for other, key in ((dict(pack_length=128), "pack_length"),
+                       (dict(pack_length=PACK, pack_window=16), "pack_window"), ({}, "pack_length")):
+        with pytest.raises(errors.ReaderStateError) as info:
+            UnitReader(str(templated), **other, **kw).load_state_dict(state)
+        assert info.value.kwargs["key"] == key
+    with pytest.raises(errors.ReaderStateError, match="pack_length"):
+        UnitReader(str(templated), pack_length=PACK, **kw).load_state_dict(
+            UnitReader(str(templated), **kw).state_dict())
+
+
+def test_a_record_longer_than_the_pack_length_is_refused_naming_its_unit(templated):
+    tokens = {u: np.array([json.loads(line)["token_count"] for line in
+                           (templated / "sample_index.jsonl").read_text().splitlines()
+                           if json.loads(line)["unit_size"] == u]) for u in (16, 32, 64)}
+    longest = int(tokens[64].max())
+    with pytest.raises(errors.ReaderArgumentError) as info:
+        UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=longest - 1)
+    allowed = info.value.kwargs["allowed"]
+    assert info.value.kwargs["argument"] == "pack_length"
+    assert allowed.startswith(f"at least {longest}, the longest record (unit 64, record ")
+    assert f"records longer than {longest - 1} tokens: unit 64: {(tokens[64] >= longest).sum()};" in allowed
+    with pytest.raises(errors.ReaderArgumentError) as info:  # two units' records too long
+        UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=30)
+    assert (f"unit 32: {(tokens[32] > 30).sum()}, unit 64: {(tokens[64] > 30).sum()};"
+            in info.value.kwargs["allowed"])
+    assert isinstance(info.value, ValueError) and "Cho phép: ít nhất" in info.value.vietnamese
+    UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=longest)  # fits
+    for value in (0, "64", 64.0, (1 << 24) + 1):
+        with pytest.raises(errors.ReaderArgumentError, match="pack_length"):
+            UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=value)
+    with pytest.raises(errors.ReaderArgumentError, match="pack_window"):
+        UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, pack_window=0)
+    with pytest.raises(errors.ReaderArgumentError, match="global batch of 2 rows"):
+        UnitReader(str(templated), tokens_per_step=128, pack_length=PACK, world_size=4)
+
+
+def test_packed_last_drop_and_pad(templated):
+    pad = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=2)
+    drop = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=2,
+                      last="drop")
+    rows = pad._epoch_plan().rows
+    per_step = TOKENS // PACK
+    assert rows % per_step  # this epoch ends with a partial step
+    assert (len(pad), len(drop)) == (-(-rows // per_step), rows // per_step)
+    last = pad.batch_at(len(pad) - 1)
+    assert (~last.valid).sum() == per_step - rows % per_step  # empty rows fill the step
+    assert (last.input_ids[~last.valid] == pad.build.pad_id).all()
+    assert (last.document_ids[~last.valid] == -1).all()
+    kept = [b.sample_ids.tolist() for b in drop]
+    assert kept == [pad.batch_at(k).sample_ids.tolist() for k in range(len(drop))]
+
+
+def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_path):
+    copy = tmp_path / "counts"
+    shutil.copytree(templated, copy)
+    lines = (copy / "sample_index.jsonl").read_text().splitlines()
+    row = json.loads(lines[3])
+    row["token_count"] -= 1
+    lines[3] = json.dumps(row)
+    (copy / "sample_index.jsonl").write_text("\n".join(lines) + "\n")
+    reader = UnitReader(str(copy), tokens_per_step=TOKENS, pack_length=PACK)
+    with pytest.raises(errors.ShardRecordError) as info:
+        for _ in reader:
+            pass
+    assert "sample_index.jsonl token_count says" in info.value.kwargs["problem"]
+    assert info.value.kwargs["shard"].startswith(f"unit_{row['unit_size']}/")
+
+
+def test_a_memory_copy_reads_the_same_packed_batches(templated):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    root = "memory://reader-test/packed"
+    for path in templated.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"{root}/{path.relative_to(templated).as_posix()}", path.read_bytes())
+    try:
+        local, remote = _packed(templated, 2, seed=4), _packed(root, 2, seed=4)
+        assert len(local) == len(remote)
+        for (_, a), (_, b) in zip(local, remote):
+            for x, y in zip(a, b):
+                for name in ("sample_ids", "input_ids", "labels", "position_ids", "cu_seqlens"):
+                    assert np.array_equal(getattr(x, name), getattr(y, name)), name
+    finally:
+        fs.rm("/reader-test", recursive=True)
+
+
+@pytest.fixture(scope="module")
+def bundled_chat(tmp_path_factory) -> Path:
+    """The bundled dialogues built by examples/chat/chat_build.yaml, as `make demo` does."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    work = tmp_path_factory.mktemp("bundled")
+    shutil.copytree(REPO / "examples" / "chat", work / "examples" / "chat")
+    subprocess.run([sys.executable, "-m", "mintdim_beam.cli", "build",
+                    "examples/chat/chat_build.yaml", "--runner=FnApiRunner"],
+                   cwd=work, check=True, capture_output=True)
+    return work / "artifacts" / "chat_dialogues"
+
+
+@pytest.mark.parametrize("length", [2048, 1024, 768])
+def test_packing_the_bundled_dialogues_leaves_at_most_3_percent_padding(bundled_chat, length):
+    """One row a step, so the figure is the rows' own padding; beside it the unpacked
+    reader's padding at the same tokens a step, from the histogram and token counts."""
+    rows = [json.loads(line) for line in (bundled_chat / "sample_index.jsonl").read_text().splitlines()]
+    tokens = sum(row["token_count"] for row in rows)
+    assert max(row["token_count"] for row in rows) <= 768
+    reader = UnitReader(str(bundled_chat), tokens_per_step=length, pack_length=length, seed=0)
+    steps = len(reader)
+    assert reader.padding_fraction() == pytest.approx(1 - tokens / (steps * length))
+    assert reader.padding_fraction() <= 0.03
+    assert steps - tokens / length < 2  # within two rows of the bound
+    unpacked = UnitReader(str(bundled_chat), tokens_per_step=length)
+    histogram = json.loads((bundled_chat / "histogram.json").read_text())
+    slots = sum(-(-count // max(1, length // int(unit))) * max(1, length // int(unit)) * int(unit)
+                for unit, count in histogram.items())
+    assert unpacked.padding_fraction() == pytest.approx(1 - tokens / slots)
+    assert unpacked.padding_fraction() > 0.3

@@ -215,3 +215,34 @@ def test_importing_the_package_loads_no_torch():
     code = "import sys, mintdim_beam.torch; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+# -- packed batches ----------------------------------------------------------------------
+PACKED = ("input_ids", "labels", "position_ids", "document_ids", "seq_lens", "lengths",
+          "cu_seqlens")
+
+
+def _assert_same_packed(tensor_batch: dict, batch) -> None:
+    assert tensor_batch["step"] == batch.step and tensor_batch["max_seqlen"] == batch.max_seqlen
+    assert "attention_mask" not in tensor_batch
+    for name in PACKED + ("sample_ids", "valid"):
+        assert np.array_equal(tensor_batch[name].numpy(), getattr(batch, name)), name
+    assert tensor_batch["cu_seqlens"].dtype == torch.int32
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_packed_batches_through_a_dataloader_are_the_reader_sequence(templated, workers):
+    kw = dict(tokens_per_step=TOKENS, pack_length=64, seed=4, rank=1, world_size=2)
+    dataset = UnitReaderDataset(str(templated), **kw)
+    dataset.set_epoch(1)
+    got = list(_loader(dataset, workers, "fork"))
+    expected = _reader_epoch(templated, 1, **kw)
+    assert [b["step"] for b in got] == [b.step for b in expected] and len(got) > 5
+    for tensor_batch, batch in zip(got, expected):
+        _assert_same_packed(tensor_batch, batch)
+    resumed = UnitReaderDataset(str(templated), **kw)
+    resumed.load_state_dict(dataset.state_dict(after=got[2]))
+    resumed.set_epoch(1)
+    rest = list(_loader(resumed, workers, "fork"))
+    assert [b["step"] for b in rest] == [b.step for b in expected[3:]]
+    _assert_same_packed(rest[0], expected[3])
