@@ -25,8 +25,8 @@ With `pairs=True` a batch holds `chosen_*` and `rejected_*` (`input_ids`, `label
 Packed (`pack_length=L`, see `mintdim_beam.read.reader`): `input_ids`, `labels`,
 `position_ids`, `document_ids` int64 [rows, L]; `seq_lens`, `sample_ids` [rows, records];
 `lengths`, `valid` [rows]; `cu_seqlens` int32 and `max_seqlen` (an int) for
-flash-attention's varlen kernels; no `attention_mask` (ones over a packed row would let
-its records attend to each other: attention follows `document_ids`).
+flash-attention's varlen kernels; no `attention_mask`: `block_causal_mask(batch)` is the
+4-D mask `scaled_dot_product_attention` takes (records attend only to themselves).
 
 Workers. With `num_workers=N` worker w computes the reader's steps w, w+N, w+2N, ... of
 the epoch (from the step the dataset is at when the loader starts iterating); the
@@ -117,6 +117,24 @@ def to_tensors(batch: Batch) -> dict:
     if batch.max_seqlen is not None:
         out["max_seqlen"] = int(batch.max_seqlen)
     return out
+
+
+def block_causal_mask(batch, dtype: torch.dtype = torch.bool) -> torch.Tensor:
+    """The 4-D mask `torch.nn.functional.scaled_dot_product_attention` takes for a packed
+    batch (a dict from this dataset, or its `document_ids` tensor): [rows, 1, L, L],
+    query i attends key j when j <= i within the same record, on the ids' device.
+    `dtype=torch.bool` (True = attend); a float dtype gives the additive form, 0 where
+    attended and the dtype's lowest value elsewhere (for code that adds masks to
+    scores). Padding attends to its own row's padding only, so no query row is empty
+    (SDPA would give NaN there)."""
+    doc = batch["document_ids"] if isinstance(batch, dict) else batch
+    width = doc.shape[-1]
+    causal = torch.ones(width, width, dtype=torch.bool, device=doc.device).tril_()
+    mask = (doc[:, None, :, None] == doc[:, None, None, :]) & causal
+    if dtype == torch.bool:
+        return mask
+    additive = torch.zeros(mask.shape, dtype=dtype, device=doc.device)
+    return additive.masked_fill_(~mask, torch.finfo(dtype).min)
 
 
 class UnitReaderDataset(IterableDataset):

@@ -612,6 +612,19 @@ def test_packed_labels_ignore_every_records_first_token_even_in_a_target(templat
     assert (unpacked.labels[unpacked.valid, 0] != -100).all()
 
 
+def test_the_block_causal_mask_lets_each_record_see_only_its_own_past(templated):
+    batch = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK,
+                       seed=2).batch_at(1)
+    mask = batch.block_causal_mask()
+    assert mask.shape == (len(batch.input_ids), 1, PACK, PACK) and mask.dtype == bool
+    for row, doc in enumerate(batch.document_ids.tolist()):
+        for i in range(PACK):
+            assert np.flatnonzero(mask[row, 0, i]).tolist() == [
+                j for j in range(i + 1) if doc[j] == doc[i]]
+    with pytest.raises(errors.ReaderArgumentError, match="pack_length=L"):
+        UnitReader(str(templated), tokens_per_step=TOKENS).batch_at(0).block_causal_mask()
+
+
 def test_packed_chat_labels_are_the_trained_turns(chat):
     records = _records(chat)
     seen = []

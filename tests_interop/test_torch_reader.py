@@ -246,3 +246,84 @@ def test_packed_batches_through_a_dataloader_are_the_reader_sequence(templated, 
     rest = list(_loader(resumed, workers, "fork"))
     assert [b["step"] for b in rest] == [b.step for b in expected[3:]]
     _assert_same_packed(rest[0], expected[3])
+
+
+def test_the_block_causal_mask_in_torch_and_numpy(templated):
+    from mintdim_beam.read import masks
+
+    batch = UnitReaderDataset(str(templated), tokens_per_step=TOKENS, pack_length=64).reader.batch_at(0)
+    tensors = mintdim_beam.torch.to_tensors(batch)
+    mask = mintdim_beam.torch.block_causal_mask(tensors)
+    assert mask.dtype == torch.bool and mask.shape == (8, 1, 64, 64)
+    assert np.array_equal(mask.numpy(), masks.block_causal_mask(batch.document_ids))
+    doc = batch.document_ids
+    for row in range(len(doc)):
+        for i in range(64):
+            allowed = [j for j in range(64) if j <= i and doc[row, j] == doc[row, i]]
+            assert np.flatnonzero(mask[row, 0, i].numpy()).tolist() == allowed
+    additive = mintdim_beam.torch.block_causal_mask(tensors["document_ids"], dtype=torch.float32)
+    assert torch.equal(additive == 0, mask) and additive.min() == torch.finfo(torch.float32).min
+
+
+class TinyLM(torch.nn.Module):
+    """Embedding + learned positions, one attention layer (SDPA), an LM head."""
+
+    def __init__(self, vocab: int, width: int = 32, heads: int = 4, positions: int = 64):
+        super().__init__()
+        self.heads = heads
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.position = torch.nn.Embedding(positions, width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.out = torch.nn.Linear(width, width)
+        self.head = torch.nn.Linear(width, vocab)
+
+    def forward(self, ids, positions, mask=None):
+        rows, length = ids.shape
+        x = self.embed(ids) + self.position(positions)
+        q, k, v = self.qkv(x).view(rows, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        attended = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=mask is None)
+        return self.head(x + self.out(attended.transpose(1, 2).reshape(rows, length, -1)))
+
+
+def _loss(logits, labels):
+    """The usual shifted next-token loss, summed (position t predicts label t+1)."""
+    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                             labels[:, 1:].reshape(-1), ignore_index=-100,
+                                             reduction="sum")
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
+def test_a_packed_loss_is_the_sum_of_the_records_losses(templated, dtype, tolerance):
+    """Over a whole packed epoch, with the block mask from document_ids and the
+    position_ids: the loss equals the records' losses one at a time, each with the
+    unpacked reader's ids and labels (its own positions from 0, plain causal attention).
+    Without the mask, or without the positions, it does not."""
+    torch.manual_seed(0)
+    unpacked = {int(sid): (ids[:n], labels[:n])
+                for batch in _reader_epoch(templated, tokens_per_step=TOKENS, target=["*"])
+                for sid, ids, labels, n in zip(batch.sample_ids, batch.input_ids, batch.labels,
+                                              batch.lengths) if sid >= 0}
+    vocab = 1 + max(int(ids.max()) for ids, _ in unpacked.values())
+    model = TinyLM(vocab).to(dtype)
+    dataset = UnitReaderDataset(str(templated), tokens_per_step=TOKENS, pack_length=64, seed=1,
+                                target=["*"])
+    packed = plain = unplaced = 0.0
+    seen = []
+    with torch.no_grad():
+        for batch in _loader(dataset, 0):
+            ids, positions = batch["input_ids"], batch["position_ids"]
+            mask = mintdim_beam.torch.block_causal_mask(batch)
+            packed += _loss(model(ids, positions, mask), batch["labels"]).item()
+            plain += _loss(model(ids, positions), batch["labels"]).item()
+            unplaced += _loss(model(ids, torch.arange(64).expand_as(ids), mask),
+                              batch["labels"]).item()
+            seen += [int(s) for s in batch["sample_ids"].flatten() if s >= 0]
+        assert sorted(seen) == sorted(unpacked)
+        alone = sum(_loss(model(torch.from_numpy(ids)[None], torch.arange(len(ids))[None]),
+                          torch.from_numpy(labels)[None]).item()
+                    for ids, labels in unpacked.values())
+    assert packed == pytest.approx(alone, rel=tolerance)
+    if dtype == torch.float64:  # far outside the tolerance, where it is tight
+        assert abs(plain - alone) > 1e-5 * alone  # records attending to each other
+        assert abs(unplaced - alone) > 1e-5 * alone  # positions not restarted

@@ -93,6 +93,18 @@ def attention_mask(tokens: np.ndarray, width: int) -> np.ndarray:
     return (np.arange(width)[None, :] < tokens[:, None]).astype(np.int64)
 
 
+def block_causal_mask(document_ids: np.ndarray) -> np.ndarray:
+    """bool [rows, 1, L, L] of a packed batch: query i may attend key j when j <= i and
+    both hold the same record (`document_ids` equal), the 4-D boolean mask of PyTorch's
+    `scaled_dot_product_attention` (True = attend) and of JAX/flax attention alike.
+    A row's padding (-1) attends to its own padding, so no query is left with nothing to
+    attend (SDPA gives NaN there, and NaN would reach the gradients)."""
+    doc = np.asarray(document_ids)
+    width = doc.shape[-1]
+    causal = np.tri(width, dtype=bool)
+    return (doc[:, None, :, None] == doc[:, None, None, :]) & causal
+
+
 def pair_indices(segments) -> tuple[int, int]:
     names = [s.name for s in segments]
     if not is_preference(segments):

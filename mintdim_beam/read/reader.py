@@ -41,7 +41,7 @@ records (`read.packing`: the plan, its cost; `read.packed`: the arrays). A batch
 record), `document_ids` (the record's index in its row, -1 on padding), `seq_lens` and
 `sample_ids` [rows, records], flash-attention's `cu_seqlens` / `max_seqlen`, `lengths`;
 no 2-D `attention_mask` (ones over a packed row would let records attend to each
-other: attention follows `document_ids`). Every record once per epoch,
+other: `batch.block_causal_mask()` is the 4-D mask from `document_ids`). Every record once per epoch,
 one shape for every step, the same global sequence for every world size, and resume
 as above; a record longer than L is refused when the reader is made.
 
@@ -165,6 +165,22 @@ class Batch:
 
             self._masks[side] = masks.attention_mask(lengths, self.unit_size)
         return self._masks[side]
+
+    def block_causal_mask(self) -> np.ndarray:
+        """bool [rows, 1, L, L] of a packed batch: each record's tokens attend causally to
+        their own record only (`masks.block_causal_mask`), the 4-D form PyTorch's
+        `scaled_dot_product_attention` takes (`mintdim_beam.torch.block_causal_mask`
+        builds it on the tensors' device). L * L bytes a row, 4 MiB at 2048."""
+        from mintdim_beam.read import masks
+
+        if self.document_ids is None:
+            raise ReaderArgumentError(
+                argument="pack_length", value="None (this batch is not packed)",
+                allowed="a batch of UnitReader(..., pack_length=L); an unpacked row holds one "
+                        "record, and its attention_mask covers it",
+                allowed_vi="một batch của UnitReader(..., pack_length=L); một dòng không đóng "
+                           "gói chứa một record, attention_mask của nó đã đủ")
+        return masks.block_causal_mask(self.document_ids)
 
     @property
     def valid(self) -> np.ndarray:
