@@ -10,9 +10,11 @@ holds the pure shuffle and step arithmetic; `masks` turns segment lengths into l
 attention masks and preference pairs (never looking at `pad_id`); `packing` plans
 packed steps (`pack_length`: whole records of any units in rows of one length) as pure
 functions of (seed, epoch) and the records' lengths, and `packed` fills a step's rows;
-`checks` validates arguments and states.
+`checks` validates arguments and states; `pack_reader` reads pack-build output
+(`PackReader`: Megatron GPTDataset samples, seeded, ranked, resumable).
 
 Imports only `core`."""
+from mintdim_beam.read.pack_reader import PackBatch, PackReader
 from mintdim_beam.read.reader import Batch, UnitReader
 
-__all__ = ["Batch", "UnitReader"]
+__all__ = ["Batch", "PackBatch", "PackReader", "UnitReader"]
