@@ -12,8 +12,8 @@ from mintdim_beam.api import pipeline
 from mintdim_beam.core.errors import MintDimError
 from mintdim_beam.core.quiet_imports import drop_beam_import_warning
 from mintdim_beam.core.version import __version__
-from mintdim_beam.read import UnitReader  # numpy, imported when a reader is made
+from mintdim_beam.read import PackReader, UnitReader  # numpy, imported when a reader is made
 
 drop_beam_import_warning()  # every entry point (API, command, pipelines/) imports us first
 
-__all__ = ["pipeline", "UnitReader", "MintDimError", "__version__"]
+__all__ = ["pipeline", "PackReader", "UnitReader", "MintDimError", "__version__"]

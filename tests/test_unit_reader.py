@@ -4,6 +4,7 @@ order for every world size, seeded shuffles, exact and elastic resume, labels an
 against masks computed here from length_field.json, corruption named by shard and row,
 and a memory:// copy read like the local build."""
 import json
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -31,29 +32,43 @@ def bpe(tmp_path_factory) -> Path:
     return chatml_bpe(tmp_path_factory.mktemp("bpe"), 7, 400)
 
 
-def _bpe_job(source, bpe, out, sizes, overflow="truncate"):
+def _bpe_job(source, bpe, out, sizes, overflow="truncate", **tokenizer):
     return (source.tokenizer.hf_json(files=[str(bpe / "tokenizer.json")],
-                                     config=str(bpe / "tokenizer_config.json"))
+                                     config=str(bpe / "tokenizer_config.json"), **tokenizer)
             .units(sizes=[sizes], build_batch=[8]).output.dir(str(out), samples_per_shard=[9])
             .run(on_overflow=overflow, on_template_unk="abort", pipeline_options=list(IN_MEMORY)))
 
 
-@pytest.fixture(scope="module")
-def chat(tmp_path_factory, bpe) -> Path:
-    work = tmp_path_factory.mktemp("chat")
+def _dialogues(work: Path, count: int = 60) -> Path:
+    """`count` dialogues of one or two trained turns (none is split at max_turns=2, so
+    sample ids are unique), a system message in every third."""
     rng = random.Random(11)
     rows = []
-    for i in range(60):
+    for i in range(count):
         messages = [{"role": "system", "content": sentence(rng, 2, 5)}] if i % 3 == 0 else []
         for _ in range(1 + i % 2):
             messages += [{"role": "user", "content": sentence(rng, 2, 8)},
                          {"role": "assistant", "content": sentence(rng, 1, 12)}]
         rows.append({"messages": messages})
-    write_jsonl(work / "chat.jsonl", rows)
-    _bpe_job(pipeline("unit-build").source.chat(files=[str(work / "chat.jsonl")], format="messages",
-                                                chat_template="chatml", max_turns=2),
-             bpe, work / "out", [64, 128])
+    return write_jsonl(work / "chat.jsonl", rows)
+
+
+def _chat_build(work: Path, bpe: Path, **tokenizer) -> Path:
+    source = pipeline("unit-build").source.chat(files=[str(_dialogues(work))], format="messages",
+                                                chat_template="chatml", max_turns=2)
+    _bpe_job(source, bpe, work / "out", [64, 128], **tokenizer)
     return work / "out"
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory, bpe) -> Path:
+    return _chat_build(tmp_path_factory.mktemp("chat"), bpe)
+
+
+@pytest.fixture(scope="module")
+def pad_is_eos(tmp_path_factory, bpe) -> Path:
+    """The same dialogues with pad = EOS (`<|im_end|>`, which ends every turn)."""
+    return _chat_build(tmp_path_factory.mktemp("pad-eos"), bpe, pad_token="<|im_end|>")
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +164,6 @@ def test_the_global_sequence_is_the_same_for_every_world_size(templated):
 
 
 def test_a_pickled_reader_carries_no_shard_bytes(templated):
-    import pickle
-
     reader = UnitReader(str(templated), tokens_per_step=TOKENS)
     first = reader.batch_at(0)
     copy = pickle.loads(pickle.dumps(reader))
@@ -221,6 +234,93 @@ def test_a_world_size_that_does_not_divide_a_batch_is_refused(templated):
         UnitReader(str(templated), tokens_per_step=128, world_size=4)
 
 
+@pytest.mark.parametrize("step, shown", [(-1, "-1"), ("past", None), ("3", "'3'"),
+                                         (3.0, "3.0"), (True, "True"), (None, "missing")])
+def test_a_state_step_outside_the_epoch_or_not_an_int_is_refused(templated, step, shown):
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS, seed=2)
+    reader.set_epoch(1)
+    steps = len(reader)
+    state = reader.state_dict()
+    if step is None:
+        del state["step"]
+    else:
+        state["step"] = steps + 1 if step == "past" else step
+    fresh = UnitReader(str(templated), tokens_per_step=TOKENS, seed=2)
+    with pytest.raises(errors.ReaderStateError) as info:
+        fresh.load_state_dict(state)
+    assert info.value.kwargs["key"] == "step"
+    assert info.value.kwargs["found"] == (shown or str(steps + 1))
+    assert f"an int in 0..{steps} (epoch 1 has {steps} steps" in info.value.english
+    assert f"trong khoảng 0..{steps}" in info.value.vietnamese
+    assert (fresh.epoch, fresh.step) == (0, 0)  # a refused state leaves the reader as it was
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert type(copy) is errors.ReaderStateError and str(copy) == str(info.value)
+
+
+def test_a_state_at_the_end_of_its_epoch_is_accepted_and_bad_epochs_are_not(templated):
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS, seed=2)
+    whole = [b.sample_ids.tolist() for b in reader]
+    state = reader.state_dict()
+    assert state["step"] == len(whole)
+    resumed = UnitReader(str(templated), tokens_per_step=TOKENS, seed=2)
+    resumed.load_state_dict(state)
+    assert [b.sample_ids.tolist() for b in resumed] == whole  # after the end: the epoch again
+    for epoch in (-1, "0", 0.0):
+        with pytest.raises(errors.ReaderStateError, match="epoch"):
+            resumed.load_state_dict({**state, "epoch": epoch})
+    with pytest.raises(errors.ReaderStateError, match="steps_in_epoch"):
+        resumed.load_state_dict({**state, "steps_in_epoch": len(whole) + 1})
+    with pytest.raises(errors.ReaderStateError, match="seed"):
+        resumed.load_state_dict({**state, "seed": 2.0})  # equal, but not an int
+    with pytest.raises(errors.ReaderStateError, match="a dict made by state_dict"):
+        resumed.load_state_dict(json.dumps(state))
+
+
+@pytest.mark.parametrize("step", [-1, "past", "0", 0.0, False])
+def test_batch_at_takes_a_step_of_the_epoch_only(templated, step):
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS)
+    steps = len(reader)
+    assert reader.batch_at(np.int64(steps - 1)).step == steps - 1  # numpy ints are ints
+    with pytest.raises(errors.ReaderArgumentError) as info:
+        reader.batch_at(steps if step == "past" else step)
+    assert isinstance(info.value, ValueError) and info.value.kwargs["argument"] == "step"
+    assert f"an int in 0..{steps - 1} (epoch 0 has {steps} steps)" in str(info.value)
+
+
+@pytest.mark.parametrize("argument, value, allowed", [
+    ("tokens_per_step", 10**9, "an int in 1..16,777,216 (2**24"),
+    ("tokens_per_step", (1 << 24) + 1, "an int in 1..16,777,216"),
+    ("tokens_per_step", 0, "an int in 1..16,777,216"),
+    ("tokens_per_step", "512", "an int in 1..16,777,216"),
+    ("tokens_per_step", 512.0, "an int in 1..16,777,216"),
+    ("seed", -1, "an int in 0..9,223,372,036,854,775,807"),
+    ("seed", True, "an int in 0.."),
+    ("world_size", 0, "an int >= 1"),
+    ("rank", 2, "an int in 0..1 (world_size 2)"),
+    ("last", "keep", "'pad' or 'drop'"),
+    ("pairs", 1, "True or False"),
+])
+def test_reader_arguments_out_of_range_are_refused_with_the_range(templated, argument, value,
+                                                                  allowed):
+    kw = dict(tokens_per_step=TOKENS, world_size=2)
+    kw[argument] = value
+    with pytest.raises(errors.ReaderArgumentError) as info:
+        UnitReader(str(templated), **kw)
+    assert info.value.kwargs["argument"] == argument and allowed in info.value.kwargs["allowed"]
+    assert info.value.kwargs["value"] == repr(value)
+    assert "Cho phép" in info.value.vietnamese
+
+
+def test_the_bound_of_tokens_per_step_itself_and_epochs_are_checked(templated):
+    reader = UnitReader(str(templated), tokens_per_step=1 << 24)  # made; no batch is read
+    assert reader.state_dict()["tokens_per_step"] == 1 << 24
+    for epoch in (-1, "1", 1.0):
+        with pytest.raises(errors.ReaderArgumentError, match="epoch"):
+            reader.set_epoch(epoch)
+    reader.set_epoch(np.int64(3))
+    assert reader.state_dict()["epoch"] == 3
+
+
 def _expected_labels(out: Path, lengths, ids, targets, ignore=-100) -> list:
     """Labels from length_field.json and the segment lengths, one position at a time."""
     names = json.loads((out / "length_field.json").read_text())["sequence_template"]
@@ -263,6 +363,27 @@ def test_chat_labels_default_to_the_trained_turns(chat):
                   lambda name: name == "assistant_1")
 
 
+def test_lengths_and_attention_mask_come_from_segment_lengths_when_pad_is_eos(pad_is_eos, bpe):
+    pad = json.loads((pad_is_eos / "length_field.json").read_text())["pad_token_id"]
+    vocab = json.loads((bpe / "tokenizer.json").read_text())["added_tokens"]
+    assert pad == next(t["id"] for t in vocab if t["content"] == "<|im_end|>")
+    records = _records(pad_is_eos)
+    rows = eos_inside = 0
+    for unit, batches in _epoch(pad_is_eos, 2, tokens=256):
+        for b in batches:
+            assert b.lengths.dtype == b.attention_mask.dtype == np.int64
+            assert b.attention_mask.shape == b.input_ids.shape
+            for sid, ids, mask, n in zip(b.sample_ids, b.input_ids, b.attention_mask, b.lengths):
+                n = int(n)
+                assert n == (int(records[sid][1].sum()) if sid >= 0 else 0)
+                assert mask.tolist() == [1] * n + [0] * (unit - n)
+                eos_inside += int((ids[:n] == pad).sum())
+                rows += sid >= 0
+    assert rows == len(records)
+    # every record ends its turns with EOS = pad: `ids != pad` would drop them all
+    assert eos_inside >= rows
+
+
 def test_preference_pairs(preference):
     layout = json.loads((preference / "length_field.json").read_text())
     names = layout["sequence_template"]
@@ -289,6 +410,9 @@ def test_preference_pairs(preference):
                 assert b.rejected_input_ids[i].tolist() == fill(prompt + rejected)
                 assert b.chosen_labels[i].tolist() == [-100] * p + chosen + [-100] * (unit - p - c)
                 assert b.rejected_labels[i].tolist() == [-100] * p + rejected + [-100] * (unit - p - r)
+                assert (b.chosen_lengths[i], b.rejected_lengths[i]) == (p + c, p + r)
+                assert b.chosen_attention_mask[i].tolist() == [1] * (p + c) + [0] * (unit - p - c)
+                assert b.rejected_attention_mask[i].tolist() == [1] * (p + r) + [0] * (unit - p - r)
     assert sorted(seen) == sorted(records)
 
 
@@ -350,3 +474,312 @@ def test_a_memory_copy_reads_the_same_batches(templated):
         UnitReader(root, tokens_per_step=TOKENS).load_state_dict(state)  # the same build
     finally:
         fs.rm("/reader-test", recursive=True)
+
+
+# -- packed steps ------------------------------------------------------------------------
+PACK = 64  # the largest unit of `templated`: its longest records fill a row alone
+
+
+def _bfd_reference(lengths, capacity) -> list:
+    """Best-fit decreasing the plain way: longest first (ties in order), each into the
+    open row with the least room that holds it (the lowest such row), else a new row."""
+    rooms, rows = [], [None] * len(lengths)
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        fits = [(room, r) for r, room in enumerate(rooms) if room >= lengths[i]]
+        if fits:
+            _, r = min(fits)
+        else:
+            r = len(rooms)
+            rooms.append(capacity)
+        rooms[r] -= lengths[i]
+        rows[i] = r
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_best_fit_decreasing_is_the_plain_algorithm(seed):
+    from mintdim_beam.read import packing
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 300, size=400)
+    lengths[::7] = 300  # rows filled exactly and many ties
+    rows = packing.best_fit_decreasing(lengths, 300)
+    assert rows.tolist() == _bfd_reference(lengths.tolist(), 300)
+    assert np.bincount(rows, weights=lengths).max() <= 300
+
+
+def test_a_pack_plan_holds_every_record_once_in_rows_of_one_window():
+    from mintdim_beam.read import packing
+
+    lengths = np.random.default_rng(1).integers(1, 100, size=3000)
+    plan = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=2, last="pad")
+    assert sorted(plan.records.tolist()) == list(range(3000))
+    fill = np.add.reduceat(lengths[plan.records], plan.starts[:-1])
+    assert fill.max() <= 128 and plan.rows == len(fill)
+    # windows: ~8 rows' worth of tokens of the epoch's order each, packed alone
+    perm = np.random.Generator(np.random.PCG64(np.random.SeedSequence([3, 2, 2, 0]))).permutation(3000)
+    position = np.empty(3000, dtype=np.int64)
+    position[perm] = np.arange(3000)
+    window = packing.window_ids(lengths[perm], 8 * 128)[position]
+    firsts = []
+    for lo, hi in zip(plan.starts[:-1], plan.starts[1:]):
+        members = plan.records[lo:hi]
+        assert len(set(window[members])) == 1  # a row never spans two windows
+        assert (np.diff(position[members]) > 0).all()  # in window order within the row
+        firsts.append(position[members[0]])
+    assert firsts == sorted(firsts)  # rows follow the order, window after window
+    assert len(set(window.tolist())) > 20
+    again = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=2, last="pad")
+    other = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=3, last="pad")
+    assert np.array_equal(again.records, plan.records) and np.array_equal(again.starts, plan.starts)
+    assert not np.array_equal(other.records, plan.records)
+
+
+def _packed(out, world, tokens=TOKENS, pack_length=PACK, **kw) -> list:
+    """Per step: (pack_length, [each rank's packed batch])."""
+    return _steps([UnitReader(str(out), tokens_per_step=tokens, rank=r, world_size=world,
+                              pack_length=pack_length, **kw) for r in range(world)])
+
+
+def _check_packed_rows(out, batch, records, targets, ignore=-100) -> list:
+    """Each row against the records read straight from the files: the records' own ids
+    one after another, their labels (ignore at each first token), positions from 0,
+    document ids, lengths and cu_seqlens; padding after them. Returns the sample ids."""
+    pad = json.loads((out / "length_field.json").read_text())["pad_token_id"]
+    width = batch.pack_length
+    seen, segments = [], []
+    for i in range(len(batch.input_ids)):
+        ids, labels, positions, docs = [], [], [], []
+        count = int((batch.sample_ids[i] >= 0).sum())
+        assert (batch.sample_ids[i][count:] == -1).all() and (batch.seq_lens[i][count:] == 0).all()
+        for j in range(count):
+            _, lengths, payload = records[int(batch.sample_ids[i][j])]
+            n = int(lengths.sum())
+            assert batch.seq_lens[i][j] == n
+            mine = _expected_labels(out, lengths, payload, targets, ignore)[:n]
+            ids += payload[:n].tolist()
+            labels += [ignore] + mine[1:]
+            positions += list(range(n))
+            docs += [j] * n
+            segments.append(n)
+            seen.append(int(batch.sample_ids[i][j]))
+        tail = width - len(ids)
+        assert tail >= 0 and batch.lengths[i] == len(ids)
+        assert batch.valid[i] == (count > 0)
+        assert batch.input_ids[i].tolist() == ids + [pad] * tail
+        assert batch.labels[i].tolist() == labels + [ignore] * tail
+        assert batch.position_ids[i].tolist() == positions + list(range(tail))
+        assert batch.document_ids[i].tolist() == docs + [-1] * tail
+        segments += [tail] if tail else []
+    assert batch.cu_seqlens.dtype == np.int32
+    assert batch.cu_seqlens.tolist() == np.concatenate([[0], np.cumsum(segments)]).tolist()
+    assert batch.max_seqlen == max(segments) and batch.cu_seqlens[-1] == batch.input_ids.size
+    return seen
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_packed_rows_hold_every_record_once_with_its_own_ids_and_labels(templated, world):
+    records = _records(templated)
+    steps = _packed(templated, world, seed=3)
+    seen = []
+    for width, batches in steps:
+        assert width == PACK
+        for batch in batches:  # lockstep: one shape for every rank and step
+            assert batch.input_ids.shape == (TOKENS // PACK // world, PACK)
+            assert batch.attention_mask is None  # ones over a packed row would be wrong
+            for name in ("input_ids", "labels", "position_ids", "document_ids", "seq_lens"):
+                assert getattr(batch, name).dtype == np.int64, name
+            seen += _check_packed_rows(templated, batch, records, lambda name: name == "a")
+    assert sorted(seen) == sorted(records)  # every record exactly once
+    reader = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=3)
+    used = sum(int(b.seq_lens.sum()) for _, bs in steps for b in bs)
+    assert reader.padding_fraction() == pytest.approx(1 - used / (len(steps) * TOKENS))
+    counts = [len(set(b.units[b.units >= 0].tolist())) for _, bs in steps for b in bs]
+    assert max(counts) == 3  # records of all three units share steps
+
+
+def test_packed_labels_ignore_every_records_first_token_even_in_a_target(templated):
+    """With every segment a target the unpacked label at a record's first token is the
+    token itself; packed it is ignore_id (the shifted loss would cross into it)."""
+    records = _records(templated)
+    seen = []
+    for _, (batch,) in _packed(templated, 1, seed=6, target=["*"], ignore_id=-1):
+        seen += _check_packed_rows(templated, batch, records, lambda name: True, ignore=-1)
+        starts = batch.position_ids == 0
+        assert (batch.labels[starts & (batch.document_ids >= 0)] == -1).all()
+    assert sorted(seen) == sorted(records)
+    unpacked = UnitReader(str(templated), tokens_per_step=TOKENS, target=["*"]).batch_at(0)
+    assert (unpacked.labels[unpacked.valid, 0] != -100).all()
+
+
+def test_the_block_causal_mask_lets_each_record_see_only_its_own_past(templated):
+    batch = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK,
+                       seed=2).batch_at(1)
+    mask = batch.block_causal_mask()
+    assert mask.shape == (len(batch.input_ids), 1, PACK, PACK) and mask.dtype == bool
+    for row, doc in enumerate(batch.document_ids.tolist()):
+        for i in range(PACK):
+            assert np.flatnonzero(mask[row, 0, i]).tolist() == [
+                j for j in range(i + 1) if doc[j] == doc[i]]
+    with pytest.raises(errors.ReaderArgumentError, match="pack_length=L"):
+        UnitReader(str(templated), tokens_per_step=TOKENS).batch_at(0).block_causal_mask()
+
+
+def test_packed_chat_labels_are_the_trained_turns(chat):
+    records = _records(chat)
+    seen = []
+    for _, batches in _packed(chat, 2, tokens=512, pack_length=256, seed=1):
+        for batch in batches:
+            seen += _check_packed_rows(chat, batch, records,
+                                       lambda name: name.startswith("assistant_"))
+    assert sorted(seen) == sorted(records)
+
+
+def test_packed_global_sequence_and_resume_are_the_same_for_every_world_size(templated):
+    def ids(steps):  # per step, the global batch's rows in rank order, each its records
+        return [[[i for i in row if i >= 0] for b in bs for row in b.sample_ids.tolist()]
+                for _, bs in steps]
+
+    whole = ids(_packed(templated, 1, seed=5))
+    assert whole == ids(_packed(templated, 2, seed=5)) == ids(_packed(templated, 4, seed=5))
+    k = 3
+    first = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=5)
+    head = ids([(0, [b]) for _, b in zip(range(k), first)])
+    state = json.loads(json.dumps(first.state_dict()))
+    assert (state["step"], state["pack_length"], state["pack_window"]) == (k, PACK, 256)
+    rest = []
+    for r in range(4):
+        reader = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=5,
+                            rank=r, world_size=4)
+        reader.load_state_dict(state)
+        rest.append(reader)
+    assert head + ids(_steps(rest)) == whole
+    epoch_one = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=5)
+    epoch_one.set_epoch(1)
+    assert ids([(0, [b]) for b in epoch_one]) != whole
+
+
+def test_packed_states_are_refused_by_other_packings(templated):
+    kw = dict(tokens_per_step=TOKENS, seed=5)
+    state = UnitReader(str(templated), pack_length=PACK, **kw).state_dict()
+    for other, key in ((dict(pack_length=128), "pack_length"),
+                       (dict(pack_length=PACK, pack_window=16), "pack_window"), ({}, "pack_length")):
+        with pytest.raises(errors.ReaderStateError) as info:
+            UnitReader(str(templated), **other, **kw).load_state_dict(state)
+        assert info.value.kwargs["key"] == key
+    with pytest.raises(errors.ReaderStateError, match="pack_length"):
+        UnitReader(str(templated), pack_length=PACK, **kw).load_state_dict(
+            UnitReader(str(templated), **kw).state_dict())
+
+
+def test_a_record_longer_than_the_pack_length_is_refused_naming_its_unit(templated):
+    tokens = {u: np.array([json.loads(line)["token_count"] for line in
+                           (templated / "sample_index.jsonl").read_text().splitlines()
+                           if json.loads(line)["unit_size"] == u]) for u in (16, 32, 64)}
+    longest = int(tokens[64].max())
+    with pytest.raises(errors.ReaderArgumentError) as info:
+        UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=longest - 1)
+    allowed = info.value.kwargs["allowed"]
+    assert info.value.kwargs["argument"] == "pack_length"
+    assert allowed.startswith(f"at least {longest}, the longest record (unit 64, record ")
+    assert f"records longer than {longest - 1} tokens: unit 64: {(tokens[64] >= longest).sum()};" in allowed
+    with pytest.raises(errors.ReaderArgumentError) as info:  # two units' records too long
+        UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=30)
+    assert (f"unit 32: {(tokens[32] > 30).sum()}, unit 64: {(tokens[64] > 30).sum()};"
+            in info.value.kwargs["allowed"])
+    assert isinstance(info.value, ValueError) and "Cho phép: ít nhất" in info.value.vietnamese
+    UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=longest)  # fits
+    for value in (0, "64", 64.0, (1 << 24) + 1):
+        with pytest.raises(errors.ReaderArgumentError, match="pack_length"):
+            UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=value)
+    with pytest.raises(errors.ReaderArgumentError, match="pack_window"):
+        UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, pack_window=0)
+    with pytest.raises(errors.ReaderArgumentError, match="global batch of 2 rows"):
+        UnitReader(str(templated), tokens_per_step=128, pack_length=PACK, world_size=4)
+
+
+def test_packed_last_drop_and_pad(templated):
+    pad = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=2)
+    drop = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=2,
+                      last="drop")
+    rows = pad._epoch_plan().rows
+    per_step = TOKENS // PACK
+    assert rows % per_step  # this epoch ends with a partial step
+    assert (len(pad), len(drop)) == (-(-rows // per_step), rows // per_step)
+    last = pad.batch_at(len(pad) - 1)
+    assert (~last.valid).sum() == per_step - rows % per_step  # empty rows fill the step
+    assert (last.input_ids[~last.valid] == pad.build.pad_id).all()
+    assert (last.document_ids[~last.valid] == -1).all()
+    kept = [b.sample_ids.tolist() for b in drop]
+    assert kept == [pad.batch_at(k).sample_ids.tolist() for k in range(len(drop))]
+
+
+def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_path):
+    copy = tmp_path / "counts"
+    shutil.copytree(templated, copy)
+    lines = (copy / "sample_index.jsonl").read_text().splitlines()
+    row = json.loads(lines[3])
+    row["token_count"] -= 1
+    lines[3] = json.dumps(row)
+    (copy / "sample_index.jsonl").write_text("\n".join(lines) + "\n")
+    reader = UnitReader(str(copy), tokens_per_step=TOKENS, pack_length=PACK)
+    with pytest.raises(errors.ShardRecordError) as info:
+        for _ in reader:
+            pass
+    assert "sample_index.jsonl token_count says" in info.value.kwargs["problem"]
+    assert info.value.kwargs["shard"].startswith(f"unit_{row['unit_size']}/")
+
+
+def test_a_memory_copy_reads_the_same_packed_batches(templated):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    root = "memory://reader-test/packed"
+    for path in templated.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"{root}/{path.relative_to(templated).as_posix()}", path.read_bytes())
+    try:
+        local, remote = _packed(templated, 2, seed=4), _packed(root, 2, seed=4)
+        assert len(local) == len(remote)
+        for (_, a), (_, b) in zip(local, remote):
+            for x, y in zip(a, b):
+                for name in ("sample_ids", "input_ids", "labels", "position_ids", "cu_seqlens"):
+                    assert np.array_equal(getattr(x, name), getattr(y, name)), name
+    finally:
+        fs.rm("/reader-test", recursive=True)
+
+
+@pytest.fixture(scope="module")
+def bundled_chat(tmp_path_factory) -> Path:
+    """The bundled dialogues built by examples/chat/chat_build.yaml, as `make demo` does."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    work = tmp_path_factory.mktemp("bundled")
+    shutil.copytree(REPO / "examples" / "chat", work / "examples" / "chat")
+    subprocess.run([sys.executable, "-m", "mintdim_beam.cli", "build",
+                    "examples/chat/chat_build.yaml", "--runner=FnApiRunner"],
+                   cwd=work, check=True, capture_output=True)
+    return work / "artifacts" / "chat_dialogues"
+
+
+@pytest.mark.parametrize("length", [2048, 1024, 768])
+def test_packing_the_bundled_dialogues_leaves_at_most_3_percent_padding(bundled_chat, length):
+    """One row a step, so the figure is the rows' own padding; beside it the unpacked
+    reader's padding at the same tokens a step, from the histogram and token counts."""
+    rows = [json.loads(line) for line in (bundled_chat / "sample_index.jsonl").read_text().splitlines()]
+    tokens = sum(row["token_count"] for row in rows)
+    assert max(row["token_count"] for row in rows) <= 768
+    reader = UnitReader(str(bundled_chat), tokens_per_step=length, pack_length=length, seed=0)
+    steps = len(reader)
+    assert reader.padding_fraction() == pytest.approx(1 - tokens / (steps * length))
+    assert reader.padding_fraction() <= 0.03
+    assert steps - tokens / length < 2  # within two rows of the bound
+    unpacked = UnitReader(str(bundled_chat), tokens_per_step=length)
+    histogram = json.loads((bundled_chat / "histogram.json").read_text())
+    slots = sum(-(-count // max(1, length // int(unit))) * max(1, length // int(unit)) * int(unit)
+                for unit, count in histogram.items())
+    assert unpacked.padding_fraction() == pytest.approx(1 - tokens / slots)
+    assert unpacked.padding_fraction() > 0.3

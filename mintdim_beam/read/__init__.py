@@ -6,10 +6,15 @@ global batch, in an order that is a pure function of (seed, epoch, step), so
 arithmetic. The pieces: `build` finds a build's units, shards and sample ids from its
 own files and reads records (local shards memory-mapped, any fsspec URL by byte ranges
 through `core.files.storage`), checking each record's magic and segment lengths; `order`
-holds the pure shuffle and step arithmetic; `masks` turns segment lengths into labels
-and preference pairs (never looking at `pad_id`).
+holds the pure shuffle and step arithmetic; `masks` turns segment lengths into labels,
+attention masks and preference pairs (never looking at `pad_id`); `packing` plans
+packed steps (`pack_length`: whole records of any units in rows of one length) as pure
+functions of (seed, epoch) and the records' lengths, and `packed` fills a step's rows;
+`checks` validates arguments and states; `pack_reader` reads pack-build output
+(`PackReader`: Megatron GPTDataset samples, seeded, ranked, resumable).
 
 Imports only `core`."""
+from mintdim_beam.read.pack_reader import PackBatch, PackReader
 from mintdim_beam.read.reader import Batch, UnitReader
 
-__all__ = ["Batch", "UnitReader"]
+__all__ = ["Batch", "PackBatch", "PackReader", "UnitReader"]

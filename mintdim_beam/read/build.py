@@ -8,10 +8,10 @@ memory-mapped (`np.memmap`, a few kept open, never read whole); URLs are read by
 ranges through `core.files.storage` (one `cat_ranges` call per batch, adjacent rows merged).
 
 Sample ids: `sample_index.jsonl` is the only place that maps a unit's records to
-sample ids. It is parsed once per build and process, on the first batch (not when the
-reader is made), into one int64 array per unit (`read.sample_index`, chunked and
-vectorized); the arrays are cached per (build path, manifest fingerprint) in this
-process.
+sample ids. It is parsed once per build and process, on the first batch that asks for
+sample ids (or when a packing reader is made: it needs every record's token count),
+into int64 arrays per unit (`read.sample_index`, chunked and vectorized); the arrays
+are cached per (build path, manifest fingerprint) in this process.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from mintdim_beam.read import sample_index
 
 _OPEN_SHARDS = 64  # memory maps kept open (each holds a file descriptor)
 
-_SAMPLE_IDS: dict[tuple[str, str], dict[int, np.ndarray]] = {}
+_SAMPLE_IDS: dict[tuple[str, str], dict[int, tuple[np.ndarray, np.ndarray]]] = {}
 _SAMPLE_IDS_LOCK = threading.Lock()
 
 
@@ -85,11 +85,18 @@ class Build:
 
     def sample_ids(self, unit: int) -> np.ndarray:
         """The unit's sample ids by record ordinal (int64), parsed once per process."""
+        return self._index()[unit][0]
+
+    def token_counts(self, unit: int) -> np.ndarray:
+        """The unit's records' token counts by ordinal (int64), from the same parse."""
+        return self._index()[unit][1]
+
+    def _index(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         key = (self.root, self.fingerprint)
         with _SAMPLE_IDS_LOCK:
             if key not in _SAMPLE_IDS:
                 _SAMPLE_IDS[key] = parse_sample_index(self)
-        return _SAMPLE_IDS[key][unit]
+        return _SAMPLE_IDS[key]
 
     def records(self, unit: int, ordinals: np.ndarray) -> np.ndarray:
         """Records `ordinals` of `unit`, in that order, as (len, width) in the token
@@ -263,16 +270,21 @@ def _shard_sizes(build: Build, unit: int) -> dict[int, int]:
     return sizes
 
 
-def parse_sample_index(build: Build) -> dict[int, np.ndarray]:
-    ids, units = sample_index.parse(storage.join(build.root, SAMPLE_INDEX))
-    if len(ids) != len(units) or len(ids) != sum(build.counts.values()):
+def parse_sample_index(build: Build) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """unit -> (sample ids, token counts) by record ordinal."""
+    ids, units, tokens = sample_index.parse(storage.join(build.root, SAMPLE_INDEX))
+    if not len(ids) == len(units) == len(tokens) == sum(build.counts.values()):
         raise ValueError(f"{build.root}: {SAMPLE_INDEX} has {len(ids)} rows "
-                         f"({len(units)} unit sizes), histogram.json counts "
-                         f"{sum(build.counts.values())} records")
+                         f"({len(units)} unit sizes, {len(tokens)} token counts), "
+                         f"histogram.json counts {sum(build.counts.values())} records")
     out = {}
     for unit in build.sizes:
-        out[unit] = ids[units == unit]
-        if len(out[unit]) != build.counts[unit]:
-            raise ValueError(f"{build.root}: {SAMPLE_INDEX} has {len(out[unit])} rows of unit "
+        mine = units == unit
+        out[unit] = ids[mine], tokens[mine]
+        if len(out[unit][0]) != build.counts[unit]:
+            raise ValueError(f"{build.root}: {SAMPLE_INDEX} has {len(out[unit][0])} rows of unit "
                              f"{unit}, histogram.json counts {build.counts[unit]}")
+        if len(tokens) and int(out[unit][1].max(initial=0)) > unit:
+            raise ValueError(f"{build.root}: {SAMPLE_INDEX} gives a record of unit {unit} "
+                             f"{int(out[unit][1].max())} tokens, more than the unit holds")
     return out

@@ -1,4 +1,4 @@
-"""Labels and preference pairs from segment lengths alone (never from `token == pad_id`:
+"""Labels, attention masks and preference pairs from segment lengths alone (never from `token == pad_id`:
 a pad id may also be a real token inside a segment).
 
 Target segments: `target` lists segment names, fnmatch patterns (`"assistant_*"`) or
@@ -86,6 +86,25 @@ def labels_for(ids: np.ndarray, mask: np.ndarray, ignore_id: int) -> np.ndarray:
     return np.where(mask, ids, np.int64(ignore_id))
 
 
+def attention_mask(tokens: np.ndarray, width: int) -> np.ndarray:
+    """(rows, width) int64, 1 on a row's first `tokens[row]` positions (its record) and 0
+    on the padding after it: from the segment lengths, so a pad id that is also a real
+    token (pad = EOS) is still attended. int64 as Hugging Face models take it."""
+    return (np.arange(width)[None, :] < tokens[:, None]).astype(np.int64)
+
+
+def block_causal_mask(document_ids: np.ndarray) -> np.ndarray:
+    """bool [rows, 1, L, L] of a packed batch: query i may attend key j when j <= i and
+    both hold the same record (`document_ids` equal), the 4-D boolean mask of PyTorch's
+    `scaled_dot_product_attention` (True = attend) and of JAX/flax attention alike.
+    A row's padding (-1) attends to its own padding, so no query is left with nothing to
+    attend (SDPA gives NaN there, and NaN would reach the gradients)."""
+    doc = np.asarray(document_ids)
+    width = doc.shape[-1]
+    causal = np.tri(width, dtype=bool)
+    return (doc[:, None, :, None] == doc[:, None, None, :]) & causal
+
+
 def pair_indices(segments) -> tuple[int, int]:
     names = [s.name for s in segments]
     if not is_preference(segments):
@@ -102,7 +121,8 @@ def pairs(payload: np.ndarray, lengths: np.ndarray, chosen: int, pad_id: int,
           ignore_id: int) -> dict[str, np.ndarray]:
     """Everything before `chosen` (the prompt, and any context before it) is shared:
     chosen = prefix + chosen, rejected = prefix + rejected, each left-aligned and padded
-    with `pad_id` to the unit size; labels only on the completion."""
+    with `pad_id` to the unit size; labels only on the completion; each side's length
+    (prefix + completion) from the segment lengths."""
     rows, unit = payload.shape
     prefix = lengths[:, :chosen].sum(axis=1)[:, None]
     c = lengths[:, chosen][:, None]
@@ -114,9 +134,12 @@ def pairs(payload: np.ndarray, lengths: np.ndarray, chosen: int, pad_id: int,
     np.minimum(take, unit - 1, out=take)
     rejected_ids = np.where(pos < prefix + r, np.take_along_axis(payload, take, axis=1), pad)
     ignore = np.int64(ignore_id)
+    chosen_lengths, rejected_lengths = (prefix + c)[:, 0], (prefix + r)[:, 0]
     return {
         "chosen_input_ids": chosen_ids,
         "chosen_labels": np.where((pos >= prefix) & (pos < prefix + c), chosen_ids, ignore),
+        "chosen_lengths": chosen_lengths,
         "rejected_input_ids": rejected_ids,
         "rejected_labels": np.where((pos >= prefix) & (pos < prefix + r), rejected_ids, ignore),
+        "rejected_lengths": rejected_lengths,
     }

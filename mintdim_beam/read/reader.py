@@ -6,6 +6,8 @@
     for batch in reader:      # one epoch, this rank's share
         batch.input_ids       # int64 [rows, unit_size]
         batch.labels          # the token inside a target segment, ignore_id elsewhere
+        batch.attention_mask  # int64 [rows, unit_size], 1 on the record, 0 on padding
+        batch.lengths         # int64 [rows], the record's tokens (0 for a padding row)
         batch.sample_ids      # int64 [rows], -1 for a padding row
     state = reader.state_dict()
 
@@ -30,34 +32,76 @@ continues where the state was saved. Iterating yields the steps from the current
 the end of the epoch; iterating again after the end repeats the epoch from step 0.
 `state_dict()` after k batches has `step == k`; a reader that loads it yields step k
 next (0-based), also with another world size (elastic).
+
+Packed steps (`pack_length=L`): rows of exactly L tokens holding whole records of any
+units, packed by best-fit decreasing per window of the epoch's shuffled order of all
+records (`read.packing`: the plan, its cost; `read.packed`: the arrays). A batch is
+`max(1, tokens_per_step // L)` rows split over ranks as above, with `input_ids`,
+`labels` (ignore_id also at each record's first token), `position_ids` (from 0 at each
+record), `document_ids` (the record's index in its row, -1 on padding), `seq_lens` and
+`sample_ids` [rows, records], flash-attention's `cu_seqlens` / `max_seqlen`, `lengths`;
+no 2-D `attention_mask` (ones over a packed row would let records attend to each
+other: `batch.block_causal_mask()` is the 4-D mask from `document_ids`). Every record once per epoch,
+one shape for every step, the same global sequence for every world size, and resume
+as above; a record longer than L is refused when the reader is made.
+
+Arguments and states are checked (`read.checks`): ints only, each in a stated range
+(`tokens_per_step` at most MAX_TOKENS_PER_STEP, a state's step in 0..steps of its
+epoch, `batch_at` a step of the epoch), else ReaderArgumentError / ReaderStateError
+saying the range.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mintdim_beam.core.errors import ReaderStateError
+from mintdim_beam.core.errors import ReaderArgumentError, ReaderStateError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from mintdim_beam.read import order
+    from mintdim_beam.read import order, packing
 
 # numpy and the reader's own modules are imported when a reader is made, not here:
 # `import mintdim_beam` (every command, every helper process) stays free of numpy.
 
 STATE_VERSION = 1
 
+# The bound on tokens_per_step: 2**24 = 16,777,216 tokens a global step, the largest
+# global batch of published pretraining runs (Llama 3 405B: 16M tokens). Each rank
+# builds its share as int64 arrays (8 bytes a token each, 128 MiB an array at the bound
+# on one rank); 10**9 would ask for 7.5 GiB an array.
+MAX_TOKENS_PER_STEP = 1 << 24
+# Packing windows, in rows' worth of tokens: 256 leaves the last, part-filled row of a
+# window at most 1/256 of it (0.6% padding on the bundled chat data at 2048 tokens);
+# the bound keeps a window's bisect list, and so its best-fit cost, small.
+DEFAULT_PACK_WINDOW = 256
+MAX_PACK_WINDOW = 1 << 16
+TOKENS_BOUND_WHY = ("2**24, the largest published global batch; each rank builds its "
+                    "share as int64 arrays, 8 bytes a token",
+                    "2**24, batch toàn cục lớn nhất đã công bố; mỗi rank dựng phần của "
+                    "mình thành mảng int64, 8 byte một token")
+
 
 @dataclass
 class Batch:
-    """One step of one rank. Plain reads: `input_ids`, `labels`, `sample_ids`,
-    `unit_size`; with `pairs=True`: the four `chosen_*` / `rejected_*` arrays (then
-    `input_ids` and `labels` are None). `step` is the global step index in the epoch.
+    """One step of one rank. Plain reads: `input_ids`, `labels`, `attention_mask`,
+    `lengths`, `sample_ids`, `unit_size`; with `pairs=True`: `chosen_*` / `rejected_*`
+    (`input_ids`, `labels`, `attention_mask`, `lengths` each; then the plain ones are
+    None). `step` is the global step index in the epoch.
+
+    `lengths` and `attention_mask` come from the records' segment lengths, never from
+    comparing ids with the pad id: with pad = EOS, `input_ids != pad_id` would mask out
+    every real EOS a record holds.
 
     `ordinals` are the rows' record numbers in their unit (-1 for padding rows);
     `sample_ids` are looked up from them on first use: only `sample_index.jsonl` maps
-    records to sample ids, and a training loop that never asks does not parse it."""
+    records to sample ids, and a training loop that never asks does not parse it.
+
+    Packed (`pack_length` set, then `unit_size == pack_length`): `input_ids`, `labels`,
+    `position_ids`, `document_ids` [rows, pack_length]; `seq_lens`, `ordinals`, `units`,
+    `sample_ids` [rows, records] (0 / -1 past a row's records); `lengths` [rows];
+    `cu_seqlens`, `max_seqlen` (see `read.packed`); no `attention_mask`."""
 
     unit_size: int
     step: int
@@ -65,30 +109,84 @@ class Batch:
     ordinals: np.ndarray
     input_ids: np.ndarray | None = None
     labels: np.ndarray | None = None
+    lengths: np.ndarray | None = None
     chosen_input_ids: np.ndarray | None = None
     chosen_labels: np.ndarray | None = None
+    chosen_lengths: np.ndarray | None = None
     rejected_input_ids: np.ndarray | None = None
     rejected_labels: np.ndarray | None = None
+    rejected_lengths: np.ndarray | None = None
+    pack_length: int | None = None
+    units: np.ndarray | None = None
+    position_ids: np.ndarray | None = None
+    document_ids: np.ndarray | None = None
+    seq_lens: np.ndarray | None = None
+    cu_seqlens: np.ndarray | None = None
+    max_seqlen: int | None = None
     _build: object = field(default=None, repr=False, compare=False)
     _sample_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _masks: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def sample_ids(self) -> np.ndarray:
-        """int64 [rows]: each row's sample id, -1 for a padding row."""
+        """int64 [rows] (packed: [rows, records]): sample ids, -1 for padding."""
         if self._sample_ids is None:
             import numpy as np
 
-            real = self.ordinals >= 0
-            ids = np.full(len(self.ordinals), -1, dtype=np.int64)
-            if real.any():
-                ids[real] = self._build.sample_ids(self.unit_size)[self.ordinals[real]]
+            ids = np.full(self.ordinals.shape, -1, dtype=np.int64)
+            units = self.units if self.units is not None else np.where(
+                self.ordinals >= 0, self.unit_size, -1)
+            for unit in np.unique(units[units >= 0]).tolist():
+                mine = units == unit
+                ids[mine] = self._build.sample_ids(unit)[self.ordinals[mine]]
             self._sample_ids = ids
         return self._sample_ids
 
     @property
+    def attention_mask(self) -> np.ndarray | None:
+        """int64 [rows, unit_size]: 1 on each row's first `lengths` positions."""
+        return self._mask("")
+
+    @property
+    def chosen_attention_mask(self) -> np.ndarray | None:
+        return self._mask("chosen_")
+
+    @property
+    def rejected_attention_mask(self) -> np.ndarray | None:
+        return self._mask("rejected_")
+
+    def _mask(self, side: str) -> np.ndarray | None:
+        """Made on first use (a loop that never asks does not pay for it), then kept."""
+        lengths = getattr(self, f"{side}lengths")
+        if lengths is None or self.pack_length is not None:
+            return None
+        if side not in self._masks:
+            from mintdim_beam.read import masks
+
+            self._masks[side] = masks.attention_mask(lengths, self.unit_size)
+        return self._masks[side]
+
+    def block_causal_mask(self) -> np.ndarray:
+        """bool [rows, 1, L, L] of a packed batch: each record's tokens attend causally to
+        their own record only (`masks.block_causal_mask`), the 4-D form PyTorch's
+        `scaled_dot_product_attention` takes (`mintdim_beam.torch.block_causal_mask`
+        builds it on the tensors' device). L * L bytes a row, 4 MiB at 2048."""
+        from mintdim_beam.read import masks
+
+        if self.document_ids is None:
+            raise ReaderArgumentError(
+                argument="pack_length", value="None (this batch is not packed)",
+                allowed="a batch of UnitReader(..., pack_length=L); an unpacked row holds one "
+                        "record, and its attention_mask covers it",
+                allowed_vi="một batch của UnitReader(..., pack_length=L); một dòng không đóng "
+                           "gói chứa một record, attention_mask của nó đã đủ")
+        return masks.block_causal_mask(self.document_ids)
+
+    @property
     def valid(self) -> np.ndarray:
-        """False for the padding rows of a unit's last, partial batch."""
-        return self.ordinals >= 0
+        """bool [rows], False for the padding rows of a last, partial batch."""
+        real = self.ordinals >= 0
+        return real.any(axis=1) if real.ndim == 2 else real
 
 
 class UnitReader:
@@ -97,61 +195,159 @@ class UnitReader:
 
     def __init__(self, path: str, *, tokens_per_step: int, seed: int = 0, rank: int = 0,
                  world_size: int = 1, target=None, ignore_id: int = -100,
-                 pairs: bool = False, last: str = "pad"):
-        from mintdim_beam.read import masks, order
+                 pairs: bool = False, last: str = "pad", pack_length: int | None = None,
+                 pack_window: int = DEFAULT_PACK_WINDOW):
+        from mintdim_beam.read import checks, masks, order
         from mintdim_beam.read.build import open_build
 
-        if tokens_per_step < 1 or seed < 0:
-            raise ValueError("tokens_per_step must be >= 1 and seed >= 0")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not in 0..world_size-1 (world_size {world_size})")
+        self.tokens_per_step = checks.argument("tokens_per_step", tokens_per_step, 1,
+                                               MAX_TOKENS_PER_STEP, TOKENS_BOUND_WHY)
+        self.seed = checks.argument("seed", seed, 0, checks.INT64_MAX)
+        self.world_size = checks.argument("world_size", world_size, 1, None)
+        self.rank = checks.argument("rank", rank, 0, self.world_size - 1,
+                                    (f"world_size {self.world_size}",
+                                     f"world_size {self.world_size}"))
+        self.ignore_id = checks.argument("ignore_id", ignore_id, -checks.INT64_MAX,
+                                         checks.INT64_MAX)
         if last not in order.LAST_RULES:
-            raise ValueError(f"last must be one of {order.LAST_RULES}, got {last!r}")
+            raise ReaderArgumentError(argument="last", value=checks.shown(last),
+                                      allowed=" or ".join(map(repr, order.LAST_RULES)),
+                                      allowed_vi=" hoặc ".join(map(repr, order.LAST_RULES)))
+        if not isinstance(pairs, bool):
+            raise ReaderArgumentError(argument="pairs", value=checks.shown(pairs),
+                                      allowed="True or False", allowed_vi="True hoặc False")
+        self.pack_length = self.pack_window = None
+        if pack_length is not None:
+            self.pack_length = checks.argument("pack_length", pack_length, 1,
+                                               MAX_TOKENS_PER_STEP, TOKENS_BOUND_WHY)
+            self.pack_window = checks.argument("pack_window", pack_window, 1, MAX_PACK_WINDOW,
+                                               ("rows' worth of tokens a packing window holds",
+                                                "số dòng token mà một cửa sổ đóng gói chứa"))
+            if pairs:
+                raise ReaderArgumentError(
+                    argument="pairs", value="True",
+                    allowed="False with pack_length: preference pairs are read unpacked",
+                    allowed_vi="False khi có pack_length: cặp preference được đọc không đóng gói")
         self.build = open_build(path)
-        self.tokens_per_step, self.seed, self.rank, self.world_size = (
-            int(tokens_per_step), int(seed), int(rank), int(world_size))
-        self.ignore_id, self.pairs, self.last = int(ignore_id), bool(pairs), last
+        self.pairs, self.last = pairs, last
         segments = self.build.segments
         if pairs:
             self._chosen, _ = masks.pair_indices(segments)
         else:
             self._targets = masks.target_segments(segments, target)
         self._check_world_size()
+        if self.pack_length is not None:
+            self._lengths, self._offsets = self._record_lengths()
         self.epoch, self.step = 0, 0
         self._plan_key, self._plan, self._perms = None, None, {}
 
     def _check_world_size(self) -> None:
         from mintdim_beam.read import order
 
-        bad = [(u, order.rows_per_step(self.tokens_per_step, u)) for u in self.build.sizes
+        widths = [self.pack_length] if self.pack_length is not None else self.build.sizes
+        bad = [(u, order.rows_per_step(self.tokens_per_step, u)) for u in widths
                if order.rows_per_step(self.tokens_per_step, u) % self.world_size]
+        if self.pack_length is not None and bad:
+            raise ReaderArgumentError(
+                argument="world_size", value=str(self.world_size),
+                allowed=f"a divisor of the global batch of {bad[0][1]} rows (max(1, "
+                        f"tokens_per_step // pack_length)); choose tokens_per_step so that "
+                        f"it is a multiple of it",
+                allowed_vi=f"một ước của batch toàn cục {bad[0][1]} dòng (max(1, "
+                           f"tokens_per_step // pack_length)); hãy chọn tokens_per_step để "
+                           f"batch là bội của nó")
         if bad:
             shown = ", ".join(f"unit {u}: {r} rows" for u, r in bad)
-            raise ValueError(f"world_size {self.world_size} does not divide the global batch "
-                             f"(max(1, tokens_per_step // unit_size)) of every unit ({shown}); "
-                             f"choose tokens_per_step so that each is a multiple of it")
+            raise ReaderArgumentError(
+                argument="world_size", value=str(self.world_size),
+                allowed=f"a divisor of the global batch (max(1, tokens_per_step // unit_size) "
+                        f"rows) of every unit, which {shown} is not; choose tokens_per_step "
+                        f"so that each is a multiple of it",
+                allowed_vi=f"một ước của batch toàn cục (max(1, tokens_per_step // unit_size) "
+                           f"dòng) của mọi unit, mà {shown} không chia hết; hãy chọn "
+                           f"tokens_per_step để mỗi batch là bội của nó")
+
+    def _record_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every record's token count in the global numbering (units ascending), and each
+        unit's first global index; a record longer than pack_length is refused here,
+        naming the longest record and its unit, and how many of each unit do not fit."""
+        import numpy as np
+
+        from mintdim_beam.core.errors.base import num
+
+        counts = [self.build.token_counts(u) for u in self.build.sizes]
+        over = {u: int((c > self.pack_length).sum()) for u, c in zip(self.build.sizes, counts)}
+        if any(over.values()):
+            unit, tokens = max(zip(self.build.sizes, counts), key=lambda uc: int(uc[1].max()))
+            worst = int(np.argmax(tokens))
+            top, sid = int(tokens[worst]), int(self.build.sample_ids(unit)[worst])
+            where = ", ".join(f"unit {u}: {num(k, ',')}" for u, k in over.items() if k)
+            where_vi = ", ".join(f"unit {u}: {num(k, '.')}" for u, k in over.items() if k)
+            raise ReaderArgumentError(
+                argument="pack_length", value=str(self.pack_length),
+                allowed=f"at least {num(top, ',')}, the longest record (unit {unit}, record "
+                        f"{worst} of the unit, sample id {sid}); records longer than "
+                        f"{num(self.pack_length, ',')} tokens: {where}; a row holds whole "
+                        f"records only",
+                allowed_vi=f"ít nhất {num(top, '.')}, record dài nhất (unit {unit}, record "
+                           f"{worst} của unit, sample id {sid}); record dài hơn "
+                           f"{num(self.pack_length, '.')} token: {where_vi}; một dòng chỉ "
+                           f"chứa record nguyên vẹn")
+        offsets = np.zeros(len(counts), dtype=np.int64)
+        np.cumsum([len(c) for c in counts[:-1]], out=offsets[1:])
+        lengths = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+        return lengths.astype(np.int64), offsets
 
     # -- epochs and state ---------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        if int(epoch) != self.epoch:
-            self.epoch, self.step = int(epoch), 0
+        from mintdim_beam.read import checks
+
+        epoch = checks.argument("epoch", epoch, 0, checks.INT64_MAX)
+        if epoch != self.epoch:
+            self.epoch, self.step = epoch, 0
 
     def __len__(self) -> int:
         """Steps per epoch, the same on every rank."""
         return len(self._epoch_plan())
 
-    def state_dict(self) -> dict:
+    def _settings(self) -> dict:
+        """What fixes the order: a state saved with other values is another sequence."""
         return {"version": STATE_VERSION, "fingerprint": self.build.fingerprint,
-                "seed": self.seed, "epoch": self.epoch, "step": self.step,
-                "tokens_per_step": self.tokens_per_step, "last": self.last,
+                "seed": self.seed, "tokens_per_step": self.tokens_per_step, "last": self.last,
+                "pack_length": self.pack_length, "pack_window": self.pack_window}
+
+    def state_dict(self) -> dict:
+        return {**self._settings(), "epoch": self.epoch, "step": self.step,
                 "steps_in_epoch": len(self), "world_size": self.world_size}
 
     def load_state_dict(self, state: dict) -> None:
-        mine = self.state_dict()
-        for key in ("version", "fingerprint", "seed", "tokens_per_step", "last"):
-            if state.get(key) != mine[key]:
-                raise ReaderStateError(key=key, expected=str(mine[key]), found=str(state.get(key)))
-        self.epoch, self.step = int(state["epoch"]), int(state["step"])
+        """Continue at the state's (epoch, step); `step` may be the epoch's step count
+        (the epoch is done: iterating repeats it, `set_epoch(epoch + 1)` goes on)."""
+        from mintdim_beam.read import checks
+
+        if not isinstance(state, dict):
+            raise ReaderStateError(key="state", found=checks.shown(state),
+                                   allowed="a dict made by state_dict()",
+                                   allowed_vi="một dict do state_dict() tạo ra")
+        for key, mine in self._settings().items():
+            found = state.get(key)
+            if found != mine or checks.is_int(found) != checks.is_int(mine):
+                raise ReaderStateError(key=key, expected=str(mine), found=checks.shown(found))
+        epoch = checks.state_value("epoch", state, 0, checks.INT64_MAX)
+        before = self.epoch, self.step
+        self.epoch = epoch
+        try:
+            steps = len(self)
+            step = checks.state_value("step", state, 0, steps,
+                                      (f"epoch {epoch} has {steps} steps; {steps} is its end",
+                                       f"epoch {epoch} có {steps} bước; {steps} là điểm kết thúc"))
+            if "steps_in_epoch" in state and state["steps_in_epoch"] != steps:
+                raise ReaderStateError(key="steps_in_epoch", expected=str(steps),
+                                       found=checks.shown(state["steps_in_epoch"]))
+        except ReaderStateError:
+            self.epoch, self.step = before
+            raise
+        self.step = step
 
     # -- iteration ----------------------------------------------------------------------
     def __iter__(self):
@@ -165,18 +361,54 @@ class UnitReader:
             yield batch
 
     def batch_at(self, step: int) -> Batch:
-        """This rank's batch of global step `step` of the current epoch, without moving."""
-        return self._batch(self._epoch_plan(), int(step))
+        """This rank's batch of global step `step` of the current epoch, without moving
+        (0 <= step < len(reader); no wrap-around from the end)."""
+        from mintdim_beam.read import checks
 
-    def _epoch_plan(self) -> order.EpochPlan:
-        from mintdim_beam.read import order
+        plan = self._epoch_plan()
+        last = len(plan) - 1
+        step = checks.argument("step", step, 0, last,
+                               (f"epoch {self.epoch} has {last + 1} steps",
+                                f"epoch {self.epoch} có {last + 1} bước"))
+        return self._batch(plan, step)
+
+    def _epoch_plan(self) -> order.EpochPlan | packing.PackPlan:
+        from mintdim_beam.read import order, packing
 
         key = (self.epoch,)
         if self._plan_key != key:
-            self._plan = order.epoch_plan(self.build.counts, self.tokens_per_step, self.seed,
-                                          self.epoch, self.last)
+            if self.pack_length is None:
+                self._plan = order.epoch_plan(self.build.counts, self.tokens_per_step,
+                                              self.seed, self.epoch, self.last)
+            else:
+                self._plan = packing.pack_plan(
+                    self._lengths, self.pack_length, self.pack_window,
+                    order.rows_per_step(self.tokens_per_step, self.pack_length),
+                    self.seed, self.epoch, self.last)
             self._plan_key, self._perms = key, {}
         return self._plan
+
+    def padding_fraction(self) -> float:
+        """The share of this epoch's token slots (all ranks, every step) that hold no
+        record's token: what packing is for. Reads no shard (token counts from
+        sample_index.jsonl)."""
+        import numpy as np
+
+        from mintdim_beam.read import order
+
+        plan = self._epoch_plan()
+        if self.pack_length is not None:
+            rows = min(len(plan) * plan.rows_per_step, plan.rows)
+            used = int(self._lengths[plan.records[:plan.starts[rows]]].sum())
+            return 1.0 - used / (len(plan) * plan.rows_per_step * self.pack_length or 1)
+        slots = used = 0
+        for unit in self.build.sizes:
+            rows = order.rows_per_step(self.tokens_per_step, unit)
+            steps = order.unit_steps(self.build.counts[unit], rows, self.last)
+            tokens = self.build.token_counts(unit)
+            kept = tokens if self.last == "pad" else tokens[self._permutation(unit)[:steps * rows]]
+            slots, used = slots + steps * rows * unit, used + int(np.sum(kept))
+        return 1.0 - used / (slots or 1)
 
     def _permutation(self, unit: int) -> np.ndarray:
         from mintdim_beam.read import order
@@ -186,11 +418,24 @@ class UnitReader:
                                                        self.epoch, unit)
         return self._perms[unit]
 
-    def _batch(self, plan: order.EpochPlan, k: int) -> Batch:
+    def _packed_batch(self, plan: packing.PackPlan, k: int) -> Batch:
+        from mintdim_beam.read import packed
+
+        first, end, rows = plan.rank_rows(k, self.rank, self.world_size)
+        starts = plan.starts[first:end + 1]
+        arrays = packed.assemble(self.build, plan.records[starts[0]:starts[-1]],
+                                 starts[1:] - starts[:-1], rows, self.pack_length,
+                                 self._lengths, self._offsets, self._targets, self.ignore_id)
+        return Batch(unit_size=self.pack_length, step=k, epoch=self.epoch,
+                     pack_length=self.pack_length, _build=self.build, **arrays)
+
+    def _batch(self, plan, k: int) -> Batch:
         import numpy as np
 
         from mintdim_beam.read import masks, order
 
+        if self.pack_length is not None:
+            return self._packed_batch(plan, k)
         unit = int(plan.units[k])
         rows = order.rows_per_step(self.tokens_per_step, unit)
         ordinals = order.rank_ordinals(self._permutation(unit), int(plan.index[k]), rows,
@@ -218,4 +463,5 @@ class UnitReader:
             batch.input_ids = payload
             mask = masks.label_mask(lengths, self._targets, unit)
             batch.labels = masks.labels_for(batch.input_ids, mask, self.ignore_id)
+            batch.lengths = lengths.sum(axis=1)
         return batch

@@ -1,6 +1,8 @@
-"""Sample ids by unit, from `sample_index.jsonl`, the only file that maps a unit's
-records to sample ids (records of a unit are in sample order, so its ids are the ids of
-its rows in file order).
+"""Sample ids and token counts by unit, from `sample_index.jsonl`, the only file that
+maps a unit's records to sample ids (records of a unit are in sample order, so its ids
+are the ids of its rows in file order). `token_count` is the record's tokens (the sum of
+its segment lengths, which `verify` checks), what packing needs of every record without
+reading the shards.
 
 Read in chunks of whole rows (memory: one chunk plus 16 bytes per row), each parsed
 with two regular expressions: rows are written by `core.formats.mintdim.sample_row`, and `{"`
@@ -18,17 +20,18 @@ from mintdim_beam.core.files import storage
 CHUNK = 16 << 20
 _SAMPLE_ID = re.compile(rb'\{"sample_id": (\d+),')
 _UNIT_SIZE = re.compile(rb'"unit_size": (\d+),')
+_TOKEN_COUNT = re.compile(rb'"token_count": (\d+),')
 
 
-def parse(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(sample ids, unit sizes) of every row, int64, in file order."""
-    ids, units = [], []
+def parse(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sample ids, unit sizes, token counts) of every row, int64, in file order."""
+    columns = ([], [], [])
     for chunk in _chunks(path):
-        ids.append(_ints(_SAMPLE_ID.findall(chunk)))
-        units.append(_ints(_UNIT_SIZE.findall(chunk)))
-    if not ids:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(ids), np.concatenate(units)
+        for out, pattern in zip(columns, (_SAMPLE_ID, _UNIT_SIZE, _TOKEN_COUNT)):
+            out.append(_ints(pattern.findall(chunk)))
+    if not columns[0]:
+        return tuple(np.zeros(0, np.int64) for _ in columns)
+    return tuple(np.concatenate(out) for out in columns)
 
 
 def _ints(matches: list[bytes]) -> np.ndarray:

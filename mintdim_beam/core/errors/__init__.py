@@ -12,7 +12,7 @@ as the same class; pickling goes through the same path.
 from mintdim_beam.core.errors.base import ERROR_CLASSES, MintDimError, error_from_payload
 from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashError,
                                            OutputCleanError, OutputWriteError,
-                                           ReaderStateError, ScratchSpaceError,
+                                           ReaderArgumentError, ReaderStateError, ScratchSpaceError,
                                            ShardRecordError,
                                            SourceChangedError, SourceFormatError)
 from mintdim_beam.core.errors.pack import PackEmptyError, PackValidationError
@@ -60,6 +60,7 @@ __all__ = [
     "OutputCleanError",
     "ShardRecordError",
     "ReaderStateError",
+    "ReaderArgumentError",
     "ScratchSpaceError",
     "UnitReadValidationError",
     "UnitReadMetadataError",

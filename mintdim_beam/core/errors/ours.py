@@ -138,20 +138,62 @@ class ShardRecordError(MintDimError):
 class ReaderStateError(MintDimError):
     """Raised by `UnitReader.load_state_dict` when the state was saved by a reader of
     another build (its manifest.json fingerprint differs) or with settings that give
-    another order (seed, tokens_per_step, last-batch rule)."""
+    another order (seed, tokens_per_step, last-batch rule, packing): `expected` is this
+    reader's value. With `allowed` instead of `expected`: the state holds a value no
+    reader could have saved (a negative or past-the-end step, a step that is not an
+    int, a missing key), and `allowed` says the range (`allowed_vi` in Vietnamese)."""
 
-    def __init__(self, *, key: str, expected: str, found: str):
-        kw = {"key": str(key), "expected": str(expected), "found": str(found)}
+    def __init__(self, *, key: str, found: str, expected: str | None = None,
+                 allowed: str | None = None, allowed_vi: str | None = None):
+        if (expected is None) == (allowed is None):
+            raise TypeError("ReaderStateError takes expected= or allowed=, one of them")
+        kw = {"key": str(key), "found": str(found)}
+        if expected is not None:
+            kw["expected"] = str(expected)
+            self._set(
+                kw,
+                ["The reader state does not belong to this reader.", f"Key: {kw['key']}",
+                 f"This reader: {kw['expected']}", f"State: {kw['found']}",
+                 "Fix: resume with the same build (manifest.json), seed and tokens_per_step "
+                 "the state was saved with."],
+                ["Trạng thái reader không thuộc về reader này.", f"Khoá: {kw['key']}",
+                 f"Reader này: {kw['expected']}", f"Trạng thái: {kw['found']}",
+                 "Cách sửa: tiếp tục với đúng build (manifest.json), seed và tokens_per_step "
+                 "đã dùng khi lưu trạng thái."],
+            )
+            return
+        kw["allowed"] = str(allowed)
+        kw["allowed_vi"] = str(allowed if allowed_vi is None else allowed_vi)
         self._set(
             kw,
-            ["The reader state does not belong to this reader.", f"Key: {kw['key']}",
-             f"This reader: {kw['expected']}", f"State: {kw['found']}",
-             "Fix: resume with the same build (manifest.json), seed and tokens_per_step "
-             "the state was saved with."],
-            ["Trạng thái reader không thuộc về reader này.", f"Khoá: {kw['key']}",
-             f"Reader này: {kw['expected']}", f"Trạng thái: {kw['found']}",
-             "Cách sửa: tiếp tục với đúng build (manifest.json), seed và tokens_per_step "
-             "đã dùng khi lưu trạng thái."],
+            ["The reader state holds a value no reader saves.", f"Key: {kw['key']}",
+             f"Allowed: {kw['allowed']}", f"State: {kw['found']}",
+             "Fix: resume from a state this reader's state_dict() made (or the torch "
+             "adapter's state_dict(after=batch)), unchanged."],
+            ["Trạng thái reader chứa một giá trị mà không reader nào lưu.",
+             f"Khoá: {kw['key']}", f"Cho phép: {kw['allowed_vi']}", f"Trạng thái: {kw['found']}",
+             "Cách sửa: tiếp tục từ một trạng thái do state_dict() của reader này tạo ra "
+             "(hoặc state_dict(after=batch) của adapter torch), giữ nguyên không sửa."],
+        )
+
+
+class ReaderArgumentError(MintDimError, ValueError):
+    """Raised by `UnitReader` (and its torch adapter) before anything is read when an
+    argument is outside what the reader can honour: a wrong type, a value out of range
+    (`tokens_per_step` past its bound, a step past the epoch), a `pack_length` shorter
+    than a record. `allowed` says what would be accepted (`allowed_vi` in Vietnamese).
+    A ValueError too, so code that caught the reader's ValueErrors still does."""
+
+    def __init__(self, *, argument: str, value: str, allowed: str,
+                 allowed_vi: str | None = None):
+        kw = {"argument": str(argument), "value": str(value), "allowed": str(allowed),
+              "allowed_vi": str(allowed if allowed_vi is None else allowed_vi)}
+        self._set(
+            kw,
+            ["A reader argument is not accepted.", f"Argument: {kw['argument']}",
+             f"Value: {kw['value']}", f"Allowed: {kw['allowed']}"],
+            ["Một đối số của reader không được chấp nhận.", f"Đối số: {kw['argument']}",
+             f"Giá trị: {kw['value']}", f"Cho phép: {kw['allowed_vi']}"],
         )
 
 
