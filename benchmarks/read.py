@@ -243,6 +243,8 @@ def worker(python: str, spec: dict) -> dict:
     """Run one measurement in a fresh `python` process; its last stdout line is JSON."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
+    if python == sys.executable:  # this checkout's code, not whatever the venv has installed
+        env["PYTHONPATH"] = str(HERE.parent)
     start = time.perf_counter()
     proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
                           capture_output=True, text=True, env=env, cwd=str(HERE))
