@@ -27,6 +27,7 @@ pointers); tokens come from the `.bin` memory-mapped locally, or for a URL (gs:/
 s3://, any fsspec filesystem) by byte ranges, one `cat_ranges` call per batch."""
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -94,8 +95,11 @@ class _PackBuild:
         manifest_path = storage.join(self.root, "manifest.json")
         allowed = "a complete pack-build output (its manifest.json says pipeline 'pack-build')"
         try:
-            raw = (storage.read_bytes(manifest_path) if storage.is_url(manifest_path)
-                   else open(manifest_path, "rb").read())
+            if storage.is_url(manifest_path):
+                raw = storage.read_bytes(manifest_path)
+            else:
+                with open(manifest_path, "rb") as handle:
+                    raw = handle.read()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ReaderArgumentError(argument="out", value=f"{path} (no manifest.json)",
                                       allowed=allowed) from None
@@ -104,8 +108,6 @@ class _PackBuild:
             raise ReaderArgumentError(
                 argument="out", value=f"{path} (a {manifest.get('pipeline')!r} build)",
                 allowed=allowed)
-        import hashlib
-
         self.fingerprint = hashlib.sha256(raw).hexdigest()
         self.dtype = np.dtype(manifest["dtype"])
         self.eod = int(manifest["eod"]["id"])
