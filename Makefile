@@ -42,7 +42,7 @@ test-fast: $(STAMP)
 # would pull several GB of CUDA. megatron-core 0.16.1 (a manylinux wheel that ships its C++
 # `helpers` compiled) and datatrove 0.10.1 ask only torch>=2.6 and pure-Python packages.
 test-interop: $(STAMP)
-	$(PY) -m pip install --quiet torch==2.13.0 megatron-core==0.16.1 datatrove==0.10.1
+	$(PY) -m pip install --quiet torch==2.13.0 megatron-core==0.16.1 datatrove==0.10.1 trl==1.16.0
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests_interop -q -p no:cacheprovider
 
 # Beam's Prism runner (a Go program) built from the Go module proxy at the version of the

@@ -10,6 +10,11 @@ measures, each reader in a fresh process of its own, on a warm page cache:
   UnitReader   one rank, and 8 simulated ranks (8 readers, rank 0..7, in one process,
                consumed round-robin, tokens summed); at `--tokens-per-step` (default
                65536) and at the batch shape of mintdim's unit-read (8 x unit tokens)
+  packed       UnitReader(pack_length=2048) at `--tokens-per-step`, against the gather
+               bound at the same tokens a step (token slots delivered, padding included)
+  pack-build   PackReader(seq_len=2048, tokens_per_step // 2048 samples a step) on a
+               pack-build of the same corpus and tokenizer, against a memmap gather of
+               as many random windows of 2049 tokens of a shard's .bin into int64
   unit-read    ours, `mintdim_beam.pipeline("unit-read")` (skipped with a notice while
                it does not exist), and mintdim 0.2.1's, run by `--reference-python` or
                MINTDIM_REFERENCE_PYTHON: batch 8 of the most populated unit, sequential
@@ -19,7 +24,8 @@ untimed warm-up batch (UnitReader parses sample_index.jsonl on its first batch).
 reader reads until `--tokens` tokens or `--seconds` seconds (mintdim:
 `--reference-seconds`), whichever comes first, in `--repeat` interleaved rounds (the
 fastest run counts; mintdim's runs once). Also, each in a fresh process: time to
-the first batch (import + open + first batch) and to resume (import + open +
+the first batch (import + open + first batch; for the packed and pack readers too)
+and to resume (import + open +
 load_state_dict of a state saved mid-epoch + next batch, checked against the batch the
 saving reader read next); and peak memory of a UnitReader process reading
 `--memory-steps` steps on the `--memory-samples` build (default 100k) against this one.
@@ -44,7 +50,9 @@ HERE = Path(__file__).resolve().parent
 UNIT_READ_BATCH = 8
 TARGET = "output"
 GOALS = {"unit_reader_over_mintdim": 20.0, "bound_over_unit_reader": 3.0,
-         "first_batch_s": 1.0, "resume_s": 1.0}
+         "first_batch_s": 1.0, "resume_s": 1.0, "bound_over_packed": 3.0,
+         "bound_over_pack_reader": 2.0, "start_packed_s": 0.5}
+PACK_LENGTH = 2048  # packed steps' rows and PackReader's seq_len
 
 
 # -- the driver -------------------------------------------------------------------------
@@ -96,7 +104,10 @@ def main(argv=None) -> int:
               "token_dtype": layout["token_dtype"], "tokens_per_step": args.tokens_per_step,
               "ranks": args.ranks, "cores": os.cpu_count(), "budget_tokens": args.tokens,
               "budget_seconds": args.seconds, "repeat": args.repeat, "results": {}}
+    pack = ensure_pack_build(build, report["samples"], work)
+    report["pack_build"] = str(pack)
     warm_page_cache(build)
+    warm_page_cache(pack)
     small_step = UNIT_READ_BATCH * unit
     state_file = work / "read_state.json"
     base = {"build": str(build), "unit": unit, "tokens": args.tokens, "seconds": args.seconds}
@@ -113,6 +124,11 @@ def main(argv=None) -> int:
         "bound_slice_small": dict(base, kind="bound", mode="slice", tokens_per_step=small_step),
         "unit_reader_small": dict(base, kind="unit_reader", tokens_per_step=small_step, world_size=1),
         "ours_unit_read": dict(base, kind="unit_read", module="mintdim_beam"),
+        "unit_reader_packed": dict(base, kind="packed", tokens_per_step=args.tokens_per_step,
+                                   state_file=str(work / "read_state_packed.json")),
+        "pack_bound": dict(base, kind="pack_bound", pack=str(pack), tokens_per_step=args.tokens_per_step),
+        "pack_reader": dict(base, kind="pack_reader", pack=str(pack), tokens_per_step=args.tokens_per_step,
+                            state_file=str(work / "read_state_pack.json")),
     }
     if args.reference_python:
         runs["mintdim_unit_read"] = dict(base, kind="unit_read", module="mintdim",
@@ -145,6 +161,13 @@ def main(argv=None) -> int:
             base, kind="first_batch", tokens_per_step=args.tokens_per_step)))
         start["resume"].append(worker(sys.executable, dict(
             base, kind="resume", tokens_per_step=args.tokens_per_step, state_file=str(state_file))))
+    for which, state in (("packed", "read_state_packed.json"), ("pack", "read_state_pack.json")):
+        spec = dict(base, pack=str(pack), tokens_per_step=args.tokens_per_step, reader=which,
+                    state_file=str(work / state))
+        start[f"first_batch_{which}"] = [worker(sys.executable, dict(spec, kind="start", resume=False))
+                                         for _ in range(max(1, args.repeat_start))]
+        start[f"resume_{which}"] = [worker(sys.executable, dict(spec, kind="start", resume=True))
+                                    for _ in range(max(1, args.repeat_start))]
     report["start"] = start
 
     memory = {"this": worker(sys.executable, dict(base, kind="memory", tokens_per_step=args.tokens_per_step,
@@ -187,9 +210,30 @@ def ensure_build(samples: int, work: Path, vocab: int = 8000) -> tuple[Path, flo
     return out, round(time.perf_counter() - start, 2)
 
 
+def ensure_pack_build(build: Path, samples: int, work: Path) -> Path:
+    """A pack-build of the corpus and tokenizer the unit-build `build` was made from
+    (every sample one document, the same template), unless a complete one is there."""
+    out = (work / f"read_pack_{samples}").resolve()
+    if (out / "manifest.json").exists():
+        return out
+    sys.path.insert(0, str(HERE))
+    from targets import FIELDS, TEMPLATE
+
+    from mintdim_beam import pipeline
+
+    manifest = json.loads((build / "manifest.json").read_text())
+    tokenizer, corpus = manifest["tokenizer"], manifest["source"]["files"][0]
+    shutil.rmtree(out, ignore_errors=True)
+    job = pipeline("pack-build").source.jsonl(files=[corpus], fields=[FIELDS], templates=[TEMPLATE])
+    job = getattr(job.tokenizer, tokenizer["type"])(files=[tokenizer.get("path") or tokenizer["file"]])
+    job.pack(seed=0).output.dir(str(out)).run()
+    return out
+
+
 def warm_page_cache(build: Path) -> None:
     """Read every shard and the sample index once, so every reader starts warm."""
-    for path in [*sorted(build.glob("unit_*/shard_*.bin")), build / "sample_index.jsonl"]:
+    for path in [*sorted(build.glob("unit_*/shard_*.bin")), *sorted(build.glob("shard_*.bin")),
+                 *[p for p in [build / "sample_index.jsonl"] if p.exists()]]:
         with open(path, "rb") as handle:
             while handle.read(1 << 24):
                 pass
@@ -199,6 +243,8 @@ def worker(python: str, spec: dict) -> dict:
     """Run one measurement in a fresh `python` process; its last stdout line is JSON."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
+    if python == sys.executable:  # this checkout's code, not whatever the venv has installed
+        env["PYTHONPATH"] = str(HERE.parent)
     start = time.perf_counter()
     proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
                           capture_output=True, text=True, env=env, cwd=str(HERE))
@@ -229,7 +275,13 @@ def ratios(report: dict) -> dict:
     out["bound_over_unit_reader_same_shape"] = ratio(tps("bound_gather_small"), tps("unit_reader_small"))
     out["slice_over_unit_reader"] = ratio(tps("bound_slice"), tps("unit_reader"))
     out["slice_over_gather"] = ratio(tps("bound_slice"), tps("bound_gather"))
+    out["bound_over_packed"] = ratio(tps("bound_gather"), tps("unit_reader_packed"))
+    out["bound_over_pack_reader"] = ratio(tps("pack_bound"), tps("pack_reader"))
     starts = report["start"]
+    for which in ("packed", "pack"):
+        out[f"first_batch_{which}_s"] = max(r["total_s"] for r in starts[f"first_batch_{which}"])
+        out[f"resume_{which}_s"] = max(r["total_s"] for r in starts[f"resume_{which}"])
+        out[f"resume_{which}_matches"] = all(r["matches"] for r in starts[f"resume_{which}"])
     out["first_batch_s"] = max(r["import_open_first_s"] for r in starts["first_batch"])
     out["resume_s"] = max(r["import_open_resume_s"] for r in starts["resume"])
     out["resume_matches"] = all(r["matches"] for r in starts["resume"])
@@ -258,6 +310,9 @@ LABELS = {
     "unit_reader_small": "UnitReader, 1 rank",
     "ours_unit_read": "our unit-read (batch 8, unit {unit})",
     "mintdim_unit_read": "mintdim 0.2.1 unit-read (batch 8, unit {unit})",
+    "unit_reader_packed": "UnitReader pack_length=2048, 1 rank",
+    "pack_bound": "bound: memmap gather of random 2049-token windows",
+    "pack_reader": "PackReader seq_len=2048, 1 rank",
 }
 
 
@@ -271,7 +326,9 @@ def _print(report: dict) -> None:
                 "unit_reader_ranks"]),
               (f"tokens_per_step {UNIT_READ_BATCH * report['unit']} (= batch 8 x unit {report['unit']})",
                ["bound_gather_small", "bound_slice_small", "unit_reader_small"]),
-              ("unit-read: sequential batches of one unit", ["ours_unit_read", "mintdim_unit_read"])]
+              ("unit-read: sequential batches of one unit", ["ours_unit_read", "mintdim_unit_read"]),
+              (f"packed and pack-build, tokens_per_step {report['tokens_per_step']}",
+               ["bound_gather", "unit_reader_packed", "pack_bound", "pack_reader"])]
     for title, names in groups:
         print(f"\n[{title}]{'':4} {'tokens/s':>14} {'tokens':>12} {'seconds':>8} {'peak MB':>8}")
         for name in names:
@@ -317,6 +374,19 @@ def _print(report: dict) -> None:
     print("    " + "; ".join(f"step {x['step']}: import {x['import_s']} open {x['open_s']} load "
                              f"{x['load_s']} batch {x['batch_s']}, process {x['process_wall_s']}"
                              for x in rs) + f"; same batch as the saving reader: {r['resume_matches']}")
+    line("bound / UnitReader packed steps (x)", r["bound_over_packed"], "<= 3",
+         lambda v: v <= GOALS["bound_over_packed"])
+    line("pack bound / PackReader (x)", r["bound_over_pack_reader"], "<= 2",
+         lambda v: v <= GOALS["bound_over_pack_reader"])
+    for which, name in (("packed", "UnitReader packed"), ("pack", "PackReader")):
+        for what in ("first_batch", "resume"):
+            rows = report["start"][f"{what}_{which}"]
+            line(f"{name}: {what.replace('_', ' ')}, fresh process (s, worst)", r[f"{what}_{which}_s"],
+                 "< 0.5", lambda v: v < GOALS["start_packed_s"])
+            print("    " + "; ".join(f"import {x['import_s']} open {x['open_s']} load {x['load_s']} "
+                                     f"batch {x['batch_s']}" for x in rows)
+                  + (f"; same batch as the saving reader: {r[f'resume_{which}_matches']}"
+                     if what == "resume" else ""))
     mem = report["memory"]
     for key in ("small", "this"):
         if key in mem:
@@ -559,7 +629,122 @@ def w_memory(spec) -> dict:
             "anon_mb": round(status["RssAnon"], 1), "file_mb": round(status["RssFile"], 1)}
 
 
-WORKERS = {"unit_reader": w_unit_reader, "bound": w_bound, "unit_read": w_unit_read,
+def _packed_reader(spec):
+    from mintdim_beam.read import UnitReader
+
+    return UnitReader(spec["build"], tokens_per_step=spec["tokens_per_step"], seed=0,
+                      target=[TARGET], ignore_id=-100, pack_length=PACK_LENGTH)
+
+
+def _pack_reader(spec):
+    from mintdim_beam.read import PackReader
+
+    tokens = json.loads((Path(spec["pack"]) / "manifest.json").read_text())["tokens"]
+    per_step = max(1, min(spec["tokens_per_step"] // PACK_LENGTH, (tokens - 1) // PACK_LENGTH))
+    return PackReader(spec["pack"], PACK_LENGTH, seed=0, batch_size=per_step)
+
+
+def _save_next(reader, spec, ids) -> dict:
+    """Save the state mid-run and the hash of the batch that follows it."""
+    state = reader.state_dict()
+    after = next(iter(reader))
+    Path(spec["state_file"]).write_text(json.dumps({
+        "state": state, "sha256": hashlib.sha256(ids(after).tobytes()).hexdigest()}))
+    return state
+
+
+def w_packed(spec) -> dict:
+    """UnitReader packed steps, one rank, epochs in a row; the first step (the epoch's
+    plan) is not timed."""
+    reader = _packed_reader(spec)
+    reader.batch_at(0)
+    tokens = steps = epoch = 0
+    start = time.perf_counter()
+    while not _done(spec, tokens, start):
+        reader.set_epoch(epoch)
+        for batch in reader:
+            tokens += batch.input_ids.size
+            steps += 1
+            if _done(spec, tokens, start):
+                break
+        epoch += 1
+    seconds = time.perf_counter() - start
+    if steps and reader.state_dict()["step"] >= len(reader):  # at an epoch's end: save mid-epoch
+        reader.load_state_dict(dict(reader.state_dict(), step=len(reader) // 2))
+    _save_next(reader, spec, lambda b: b.input_ids)
+    return _result(tokens, steps, seconds, steps_in_epoch=len(reader))
+
+
+def w_pack_reader(spec) -> dict:
+    reader = _pack_reader(spec)
+    reader.batch_at(0)
+    tokens = steps = epoch = 0
+    start = time.perf_counter()
+    while not _done(spec, tokens, start):
+        reader.set_epoch(epoch)
+        for batch in reader:
+            tokens += batch.tokens.size
+            steps += 1
+            if _done(spec, tokens, start):
+                break
+        epoch += 1
+    seconds = time.perf_counter() - start
+    if reader.position >= reader.steps * reader.global_batch:
+        reader.load_state_dict(dict(reader.state_dict(),
+                                    position=reader.steps // 2 * reader.global_batch))
+    _save_next(reader, spec, lambda b: b.tokens)
+    return _result(tokens, steps, seconds, steps_in_epoch=len(reader))
+
+
+def w_pack_bound(spec) -> dict:
+    """As many windows of PACK_LENGTH + 1 tokens a step as PackReader reads, at random
+    starts in the largest shard's .bin, gathered from its np.memmap into int64."""
+    import numpy as np
+
+    root = Path(spec["pack"])
+    manifest = json.loads((root / "manifest.json").read_text())
+    shard = max(manifest["shards"], key=lambda s: s["tokens"])
+    mm = np.memmap(root / f"{shard['name']}.bin", dtype=manifest["dtype"], mode="r")
+    width = PACK_LENGTH + 1
+    per_step = max(1, min(spec["tokens_per_step"] // PACK_LENGTH, (manifest["tokens"] - 1) // PACK_LENGTH))
+    rng = np.random.default_rng(0)
+    span = max(1, len(mm) - width)
+    steps = [rng.integers(0, span, per_step)[:, None] + np.arange(min(width, len(mm)))
+             for _ in range(64)]
+    tokens = n = 0
+    start = time.perf_counter()
+    while not _done(spec, tokens, start):
+        out = mm[steps[n % len(steps)]].astype(np.int64)
+        tokens += out.size
+        n += 1
+    return _result(tokens, n, time.perf_counter() - start)
+
+
+def w_start(spec) -> dict:
+    """Fresh process: import + open + (load the saved state) + the first batch, for the
+    packed UnitReader or PackReader; a resumed batch checked against the saved one."""
+    t0 = time.perf_counter()
+    import mintdim_beam.read  # noqa: F401
+
+    t1 = time.perf_counter()
+    packed = spec["reader"] == "packed"
+    reader = _packed_reader(spec) if packed else _pack_reader(spec)
+    t2 = time.perf_counter()
+    saved = json.loads(Path(spec["state_file"]).read_text()) if spec["resume"] else None
+    if saved:
+        reader.load_state_dict(saved["state"])
+    t3 = time.perf_counter()
+    batch = next(iter(reader))
+    t4 = time.perf_counter()
+    ids = batch.input_ids if packed else batch.tokens
+    matches = saved is None or hashlib.sha256(ids.tobytes()).hexdigest() == saved["sha256"]
+    return {"import_s": round(t1 - t0, 3), "open_s": round(t2 - t1, 3), "load_s": round(t3 - t2, 4),
+            "batch_s": round(t4 - t3, 3), "total_s": round(t4 - t0, 3), "matches": matches,
+            "peak_rss_mb": _peak_rss_mb()}
+
+
+WORKERS = {"packed": w_packed, "pack_reader": w_pack_reader, "pack_bound": w_pack_bound,
+           "start": w_start, "unit_reader": w_unit_reader, "bound": w_bound, "unit_read": w_unit_read,
            "first_batch": w_first_batch, "resume": w_resume, "memory": w_memory}
 
 

@@ -87,11 +87,13 @@ def test_read_benchmark_runs_on_a_tiny_build(tmp_path, capsys):
                                 "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["samples"] == 300 and str(report["unit"]) in report["histogram"]
-    for name in ("bound_gather", "bound_slice", "unit_reader", "unit_reader_ranks", "unit_reader_small"):
+    for name in ("bound_gather", "bound_slice", "unit_reader", "unit_reader_ranks", "unit_reader_small",
+                 "unit_reader_packed", "pack_bound", "pack_reader"):
         assert report["results"][name]["tokens"] > 0 and report["results"][name]["tokens_per_s"] > 0
     assert "mintdim_unit_read" not in report["results"]  # no reference Python given
     assert report["results"]["ours_unit_read"]["tokens_per_s"] > 0
     assert report["ratios"]["resume_matches"] is True
+    assert report["ratios"]["resume_packed_matches"] is True and report["ratios"]["resume_pack_matches"] is True
     assert report["memory"]["small"]["samples"] == 150 and report["memory"]["this"]["peak_rss_mb"] > 0
     assert "[goals]" in capsys.readouterr().out
 

@@ -202,3 +202,19 @@ def test_bad_states_are_refused_and_leave_the_reader_where_it_was(build):
         assert reader.state_dict() == good
     reader.load_state_dict({**good, "position": end})  # the epoch's end: done
     assert list(reader) == []
+
+
+def test_a_position_past_the_last_step_of_a_larger_batch_is_the_epochs_end(build):
+    """Saved by one rank of batch 1 after its epoch (all samples read): a reader whose
+    global batch leaves a remainder out has nothing left of that epoch."""
+    whole = PackReader(build, SEQ, seed=1)
+    whole.set_epoch(2)
+    list(whole)
+    state = whole.state_dict()
+    assert state["position"] == whole.samples
+    g = next(g for g in range(2, 50) if whole.samples % g)
+    wider = PackReader(build, SEQ, seed=1, batch_size=g)
+    wider.load_state_dict(state)
+    assert (wider.epoch, list(wider)) == (2, [])
+    wider.set_epoch(3)
+    assert len(list(wider)) == wider.samples // g

@@ -646,7 +646,7 @@ def test_packed_global_sequence_and_resume_are_the_same_for_every_world_size(tem
     first = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=5)
     head = ids([(0, [b]) for _, b in zip(range(k), first)])
     state = json.loads(json.dumps(first.state_dict()))
-    assert (state["step"], state["pack_length"], state["pack_window"]) == (k, PACK, 256)
+    assert (state["step"], state["pack_length"], state["pack_window"]) == (k, PACK, 1024)
     rest = []
     for r in range(4):
         reader = UnitReader(str(templated), tokens_per_step=TOKENS, pack_length=PACK, seed=5,

@@ -27,8 +27,10 @@ pointers); tokens come from the `.bin` memory-mapped locally, or for a URL (gs:/
 s3://, any fsspec filesystem) by byte ranges, one `cat_ranges` call per batch."""
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -51,16 +53,29 @@ class PackBatch:
     index within its sample, from 0) and `position_ids` (0 at each document's first
     token in the sample, and at the sample's first token) are aligned with `tokens`: a
     document's EOD is its last token, so the next id starts the next document. For
-    document-masked attention over `input_ids` take `[:, :-1]` of both.
+    document-masked attention over `input_ids` take `[:, :-1]` of both; both are made
+    on first use.
     `sample_ids` [rows]: each sample's index in the epoch's stream (Megatron's sample
     index); `step`, `epoch`."""
 
     tokens: np.ndarray
-    document_ids: np.ndarray
-    position_ids: np.ndarray
     sample_ids: np.ndarray
     step: int
     epoch: int
+    # each document piece's index in its sample, its size, its first column
+    _pieces: tuple = field(default=(), repr=False)
+
+    @cached_property
+    def document_ids(self) -> np.ndarray:
+        """Made on first use (a training loop that only wants ids pays nothing)."""
+        piece, sizes, _ = self._pieces
+        return np.repeat(piece, sizes).reshape(self.tokens.shape)
+
+    @cached_property
+    def position_ids(self) -> np.ndarray:
+        _, sizes, first = self._pieces
+        return np.arange(self.tokens.shape[1])[None, :] - np.repeat(first, sizes).reshape(
+            self.tokens.shape)
 
     @property
     def input_ids(self) -> np.ndarray:
@@ -80,8 +95,11 @@ class _PackBuild:
         manifest_path = storage.join(self.root, "manifest.json")
         allowed = "a complete pack-build output (its manifest.json says pipeline 'pack-build')"
         try:
-            raw = (storage.read_bytes(manifest_path) if storage.is_url(manifest_path)
-                   else open(manifest_path, "rb").read())
+            if storage.is_url(manifest_path):
+                raw = storage.read_bytes(manifest_path)
+            else:
+                with open(manifest_path, "rb") as handle:
+                    raw = handle.read()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ReaderArgumentError(argument="out", value=f"{path} (no manifest.json)",
                                       allowed=allowed) from None
@@ -90,8 +108,6 @@ class _PackBuild:
             raise ReaderArgumentError(
                 argument="out", value=f"{path} (a {manifest.get('pipeline')!r} build)",
                 allowed=allowed)
-        import hashlib
-
         self.fingerprint = hashlib.sha256(raw).hexdigest()
         self.dtype = np.dtype(manifest["dtype"])
         self.eod = int(manifest["eod"]["id"])
@@ -124,19 +140,30 @@ class _PackBuild:
         state["_maps"] = {}
         return state
 
-    def read(self, docs: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list:
-        """Tokens `[starts, ends)` of each document `docs`, as arrays in that order."""
+    def _map(self, shard: int) -> np.ndarray:
+        mm = self._maps.get(shard)
+        if mm is None:  # a plain ndarray over the map: np.memmap's indexing is slower
+            mm = np.memmap(self._path(shard, ".bin"), dtype=self.dtype, mode="r").view(np.ndarray)
+            self._maps[shard] = mm
+        return mm
+
+    def read(self, docs: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Tokens `[starts, ends)` of each document `docs`, one after another, as one
+        int64 array: locally one fancy-index gather per shard touched."""
         item = self.dtype.itemsize
         if not storage.is_url(self.root):
-            out = []
-            for d, a, b in zip(docs.tolist(), starts.tolist(), ends.tolist()):
-                k = int(self.shard_of[d])
-                mm = self._maps.get(k)
-                if mm is None:
-                    mm = np.memmap(self._path(k, ".bin"), dtype=self.dtype, mode="r").view(np.ndarray)
-                    self._maps[k] = mm
-                at = int(self.pointers[d]) // item
-                out.append(mm[at + a:at + b])
+            sizes = ends - starts
+            total = int(sizes.sum())
+            into = np.cumsum(sizes) - sizes  # each piece's place in the output
+            shards = self.shard_of[docs]
+            src = np.repeat(self.pointers[docs] // item + starts - into, sizes) + np.arange(total)
+            if (shards == shards[0]).all():
+                return self._map(int(shards[0]))[src].astype(np.int64)
+            out = np.empty(total, dtype=np.int64)
+            token_shard = np.repeat(shards, sizes)
+            for k in np.unique(shards).tolist():
+                picked = token_shard == k
+                out[picked] = self._map(k)[src[picked]]
             return out
         paths = [self._path(int(self.shard_of[d]), ".bin") for d in docs.tolist()]
         first = self.pointers[docs] + starts * item
@@ -147,7 +174,7 @@ class _PackBuild:
             if isinstance(blob, Exception) or len(blob) != b - a:
                 raise OSError(f"{path}: could not read bytes {a}..{b}: {blob!r:.200}")
             out.append(np.frombuffer(blob, dtype=self.dtype))
-        return out
+        return np.concatenate(out).astype(np.int64)
 
 
 class PackReader:
@@ -205,9 +232,10 @@ class PackReader:
         """The epoch's samples (their index in the stream) in reading order."""
         return self._plan()[2]
 
-    def samples_at(self, sample_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(tokens, document_ids, position_ids) [len(sample_ids), seq_len + 1] of the
-        epoch's stream samples `sample_ids`."""
+    def samples_at(self, sample_ids) -> tuple[np.ndarray, tuple]:
+        """The tokens [len(sample_ids), seq_len + 1] of the epoch's stream samples
+        `sample_ids`, and their document pieces (index in the sample, size, first
+        column) from which a PackBatch makes document_ids and position_ids."""
         order, ends, _ = self._plan()
         sample_ids = np.asarray(sample_ids, dtype=np.int64)
         width = self.seq_len + 1
@@ -222,14 +250,8 @@ class PackReader:
         doc_start = ends[d] - self.build.lengths[doc]
         a = np.maximum(lo[row], doc_start)
         b = np.minimum(lo[row] + width, ends[d])
-        parts = self.build.read(doc, a - doc_start, b - doc_start)
-        tokens = np.concatenate(parts).astype(np.int64).reshape(len(sample_ids), width)
-        # per token: the piece it belongs to, its index in the row, its offset in the piece
-        sizes = b - a
-        document_ids = np.repeat(piece, sizes).reshape(len(sample_ids), width)
-        starts_in_row = np.repeat(a - lo[row], sizes).reshape(len(sample_ids), width)
-        position_ids = np.arange(width)[None, :] - starts_in_row
-        return tokens, document_ids, position_ids
+        tokens = self.build.read(doc, a - doc_start, b - doc_start).reshape(len(sample_ids), width)
+        return tokens, (piece, b - a, a - lo[row])
 
     # --- steps ------------------------------------------------------------------------
 
@@ -240,8 +262,8 @@ class PackReader:
                                                                  "một bước của epoch"))
         at = step * self.global_batch + self.rank * self.batch_size
         ids = self.sample_order()[at:at + self.batch_size].astype(np.int64)
-        tokens, document_ids, position_ids = self.samples_at(ids)
-        return PackBatch(tokens, document_ids, position_ids, ids, step, self.epoch)
+        tokens, pieces = self.samples_at(ids)
+        return PackBatch(tokens, ids, step, self.epoch, pieces)
 
     def __len__(self) -> int:
         return self.steps

@@ -24,7 +24,7 @@ So step k of an epoch is fixed by (seed, epoch, k) and the lengths, with no batc
 or replayed: resuming is arithmetic on the epoch's plan. Cost: the plan packs every
 window of the epoch once when the epoch is first read (on each rank, in each DataLoader
 worker that was not forked from a process that had it): O(N log W) in Python's bisect,
-about 1.6 s per million records here, and 16 bytes a record (two int64 arrays); a step
+about 1.7 s per million records here, and 16 bytes a record (two int64 arrays); a step
 is then O(its records).
 """
 from __future__ import annotations
