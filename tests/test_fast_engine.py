@@ -4,6 +4,7 @@ as tokenizers. Real published tokenizers (Llama 3, GPT-2, Qwen, DeepSeek V3) (`m
 packages that ship them: tools/published_tokenizers.py) over 100k real text segments."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -54,9 +55,18 @@ def corpus() -> list[str]:
     return out[:SEGMENTS]
 
 
+@functools.lru_cache(maxsize=None)
 def _tiktoken_tokenizer(family: str):
+    """The published tiktoken file of `family` as a tokenizer, loaded once for the module
+    (a vocabulary of 100k and more takes seconds to convert and load)."""
     data = _published(TIKTOKEN_FILES[family]).read_bytes()
     return tokenizer_from_bytes("tiktoken", data, TIKTOKEN_FILES[family], (family, None, ()))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_tokenizers():
+    yield
+    _tiktoken_tokenizer.cache_clear()
 
 
 @pytest.mark.parametrize("family", ["llama3", "gpt2", "qwen"])
@@ -208,7 +218,8 @@ def test_a_normalizer_is_applied_as_tokenizers_applies_it_on_every_character(for
     assert fast.encode_many(texts) == tokenizer.encode_many(texts)
 
 
-def _build(folder: Path, rows: list[dict], tokenizer: dict, out: str, command="build"):
+def _build(folder: Path, rows: list[dict], tokenizer: dict, out: str, command="build",
+           flags=()):
     if not (folder / "in.jsonl").exists():  # one input for every build (its mtime is recorded)
         (folder / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if command == "build":
@@ -223,7 +234,7 @@ def _build(folder: Path, rows: list[dict], tokenizer: dict, out: str, command="b
                   "output": {"dir": out}}
     path = folder / f"{out}.json"
     path.write_text(json.dumps(config))
-    return subprocess.run([str(BIN / "mintdim-beam"), command, path.name], cwd=folder,
+    return subprocess.run([str(BIN / "mintdim-beam"), command, path.name, *flags], cwd=folder,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -254,9 +265,14 @@ def test_a_tiktoken_file_builds_the_bytes_of_its_tokenizer_json_with_either_engi
     variants = {"tiktoken": {"type": "tiktoken", "files": [llama3], "family": "llama3"},
                 "json_fast": {"type": "hf_json", "files": ["llama3.json"]},
                 "json_slow": {"type": "hf_json", "files": ["llama3.json"], "engine": "tokenizers"}}
+    # A unit-build's helper encoders each load the 128k vocabulary and its engine again
+    # (one a core by default): one shows the engine at work in a helper; the reference
+    # on `tokenizers` encodes in the build's own process.
+    helpers = {"tiktoken": 1, "json_fast": 1, "json_slow": 0} if command == "build" else {}
     trees, engines = {}, {}
     for name, tokenizer in variants.items():
-        proc = _build(tmp_path, rows, {**tokenizer, **pad, **eod}, name, command)
+        flags = [f"--encoder_processes={helpers[name]}"] if helpers else []
+        proc = _build(tmp_path, rows, {**tokenizer, **pad, **eod}, name, command, flags)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "engine: " in proc.stderr
         tree = read_tree(tmp_path / name, drop_manifest_extras=False)

@@ -103,21 +103,53 @@ def _assert_incomplete_then_clean_then_same_bytes(tmp, corpus, out, fresh):
     assert read_tree(out) == fresh
 
 
-@pytest.mark.slow
-def test_a_second_build_is_refused_while_the_first_holds_the_directory(corpus, fresh, tmp_path):
-    out = tmp_path / "out"
-    first = _start("build", _config(tmp_path, corpus, out))
+def _clean_as_another_host(out: Path) -> subprocess.CompletedProcess:
+    """`mintdim-beam clean OUT` on a host whose name differs (so a pid cannot be checked)."""
+    code = ("import socket, sys; socket.gethostname = lambda: 'another-host'\n"
+            "from mintdim_beam.cli import main; sys.exit(main(['clean', sys.argv[1]]))")
+    return subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def held(corpus, tmp_path_factory) -> dict:
+    """A real build, and what was tried while it held its directory: from the moment its
+    marker exists, a second build of the same output; from the moment it tokenizes,
+    `clean` from another host. The two tests below read what each found."""
+    tmp = tmp_path_factory.mktemp("held")
+    out = tmp / "out"
+    first = _start("build", _config(tmp, corpus, out))
+    found = {"out": out, "pid": first.pid}
     _wait_for(lambda: (out / MARKER).exists(), first)
-    second = _cli("build", _config(tmp_path, corpus, out))
-    assert first.poll() is None, "the first build should still be running"
+
+    def second_build():
+        found["second"] = _cli("build", _config(tmp, corpus, out))
+        found["first_running"] = first.poll() is None
+        if found["first_running"]:
+            found["marker"] = json.loads((out / MARKER).read_text())
+
+    second = threading.Thread(target=second_build)
+    second.start()
+    try:
+        _wait_for(_tokenizing(out), first)
+        found["refused"] = _clean_as_another_host(out)
+    finally:
+        second.join()
+        _, found["err"] = first.communicate(timeout=600)
+    found["returncode"] = first.returncode
+    return found
+
+
+@pytest.mark.slow
+def test_a_second_build_is_refused_while_the_first_holds_the_directory(held, fresh):
+    second = held["second"]
+    assert held["first_running"], "the first build should still be running"
     assert second.returncode == 2
     assert "OutputValidationError" in second.stderr
     assert "Another build holds this output directory" in second.stderr
-    marker = json.loads((out / MARKER).read_text())
-    assert f"pid {first.pid}" in second.stderr and marker["started"] in second.stderr
-    _, err = first.communicate(timeout=300)
-    assert first.returncode == 0, err[-2000:]
-    assert read_tree(out) == fresh  # the refused build touched nothing
+    assert f"pid {held['pid']}" in second.stderr and held["marker"]["started"] in second.stderr
+    assert held["returncode"] == 0, held["err"][-2000:]
+    assert read_tree(held["out"]) == fresh  # the refused build touched nothing
 
 
 @pytest.mark.slow
@@ -413,23 +445,17 @@ def test_clean_of_a_marked_directory_lists_the_files_it_would_not_touch(tmp_path
 
 
 @pytest.mark.slow
-def test_clean_from_another_host_refuses_a_build_whose_heartbeat_is_fresh(corpus, tmp_path):
+def test_clean_from_another_host_refuses_a_build_whose_heartbeat_is_fresh(held, tmp_path):
     """A real build runs; `clean` run as another host (its hostname differs, so the pid
     cannot be checked) sees the marker touched seconds ago and refuses; the build ends
     complete. The same marker, untouched for longer than HEARTBEAT_FRESH, is cleanable."""
     from mintdim_beam.core.files import ownership
 
-    out = tmp_path / "out"
-    proc = _start("build", _config(tmp_path, corpus, out))
-    _wait_for(_tokenizing(out), proc)
-    other = [sys.executable, "-c",
-             "import socket, sys; socket.gethostname = lambda: 'another-host'\n"
-             "from mintdim_beam.cli import main; sys.exit(main(['clean', sys.argv[1]]))", str(out)]
-    refused = subprocess.run(other, capture_output=True, text=True, timeout=120)
+    refused = held["refused"]
     assert refused.returncode == 1 and "a build still runs there" in refused.stderr
     assert "touched" in refused.stderr
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-2000:]
+    assert held["returncode"] == 0, held["err"][-2000:]
+    out = held["out"]
     assert (out / "manifest.json").exists() and not (out / MARKER).exists()
 
     stale = tmp_path / "stale"
@@ -437,11 +463,10 @@ def test_clean_from_another_host_refuses_a_build_whose_heartbeat_is_fresh(corpus
     (stale / "sample_index.jsonl").write_text("")
     doc = json.loads((stale / MARKER).read_text())
     (stale / MARKER).write_text(json.dumps({**doc, "host": "a-third-host"}))
-    assert subprocess.run(other[:-1] + [str(stale)], capture_output=True, text=True,
-                          timeout=120).returncode == 1  # just written: fresh
+    assert _clean_as_another_host(stale).returncode == 1  # just written: fresh
     old = time.time() - ownership.HEARTBEAT_FRESH - 5
     os.utime(stale / MARKER, (old, old))
-    done = subprocess.run(other[:-1] + [str(stale)], capture_output=True, text=True, timeout=120)
+    done = _clean_as_another_host(stale)
     assert done.returncode == 0, done.stderr
     assert list(stale.iterdir()) == []
 
