@@ -515,6 +515,11 @@ def main() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Requests, replies and the head start's rendering allocate batch-sized lists: young
+    # collections every few allocations walked them again and again (`frozen_heap`).
+    from mintdim_beam.runtime.frozen_heap import YOUNG_THRESHOLD
+
+    gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     # Replies own the real stdout; anything a library prints goes to stderr instead.
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

@@ -23,7 +23,7 @@ from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.inputs.source import plan_ranges
 from mintdim_beam.core.render.template_checks import notice_text
 from mintdim_beam.runtime.encoder_process import warm_helpers
-from mintdim_beam.runtime.frozen_heap import frozen_heap
+from mintdim_beam.runtime.frozen_heap import fewer_collections, frozen_heap
 from mintdim_beam.runtime.progress import progress_interval, say
 from mintdim_beam.runtime.run_shape import RunShape, shown_progress
 from mintdim_beam.runtime.sampler_period import short_sampler_period
@@ -233,8 +233,10 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
             f"units={','.join(map(str, plan.dataset.sizes))} "
             f"build_batch={plan.dataset.build_batch} runner={run.runner} run={run_id}")
     try:
+        # Beam's import and the graph allocate a long-lived heap: fewer young collections
+        # walk it before the run freezes it (`frozen_heap`).
         with warm_helpers(plans, run.early_helpers, ranges[0] if ranges else None,
-                          run.max_line_bytes) as warm_key:
+                          run.max_line_bytes) as warm_key, fewer_collections():
             options = run.beam_options()  # loads Beam while the helpers encode
             import apache_beam as beam
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 
 import numpy as np
 
@@ -122,13 +123,16 @@ def unk_row(sample_id, digest, source_file_json, source_line, positions, fields,
             f'{"" if part is None else f", {chr(34)}part{chr(34)}: {part}"}}}\n')
 
 
+_SEGMENT_KIND = operator.itemgetter(0, 1)  # a lossy segment's (segment, kind)
+
+
 def lossy_fields(lossy, names) -> str:
     """A `lossy_index.jsonl` row's keys after the source line, for a record's lossy
     segments (`round_trip`'s tuples, in segment order): their indices, names and kinds,
     and excerpts of the first one's source and decoded text. Made where the segments are
     found (the helper encoders), so the shard step only adds the record's place."""
     _, _, source, decoded = lossy[0]
-    head = _lossy_head(tuple((x[0], x[1]) for x in lossy), names)
+    head = _lossy_head(tuple(map(_SEGMENT_KIND, lossy)), names)
     return f'{head}"source": {_string(source)}, "decoded": {_string(decoded)}'
 
 

@@ -2,36 +2,22 @@
 literal segments from the plan (encoded once on the driver), packed into numpy arrays.
 
 Plain Python with no Beam in it, so the same code runs inside the Tokenize DoFn or in a
-helper encoder process (see `encoder_process`).
+helper encoder process (see `encoder_process`). The chat package (and Jinja with it) is
+imported only for dialogue datasets: a helper encoding JSONL fields starts without it.
 """
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import NamedTuple
 
 import numpy as np
 
-from mintdim_beam.core.chat.history import Continued, value_text
-from mintdim_beam.core.chat.spans import special_pattern
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.tokenizer.round_trip import Decoder
 
 
-def unk_details(tokenizer, texts_by_segment, seg_tokens, unk_id, literal_surfaces):
-    """Payload positions, segment indices and source chars of every UNK in one sample."""
-    positions, fields, chars = [], [], []
-    cursor = 0
-    for seg_index, tokens in enumerate(seg_tokens):
-        if unk_id in tokens:
-            local = [i for i, token in enumerate(tokens) if token == unk_id]
-            surfaces = literal_surfaces.get(seg_index)
-            if surfaces is None:
-                surfaces = tokenizer.surfaces(texts_by_segment[seg_index], local)
-            positions.extend(cursor + i for i in local)
-            fields.extend([seg_index] * len(local))
-            chars.extend(surfaces)
-        cursor += len(tokens)
-    return positions, fields, chars
+_SEGMENT_KIND = operator.itemgetter(0, 1)  # a lossy segment's (segment, kind): `round_trip`
 
 
 class Encoded(NamedTuple):
@@ -60,8 +46,12 @@ class BatchEncoder:
         self._dtype = np.uint16 if plan.token_dtype == "uint16" else np.uint32
         # Dialogue segments may come as (piece, is_plain) pieces (`render_dialogues`).
         self._may_have_pieces = plan.dataset.dialogue is not None
+        if self._may_have_pieces:
+            from mintdim_beam.core.chat.history import Continued
+            self._continued = Continued
         segments = plan.template.segments
         self._fields = [i for i, s in enumerate(segments) if s.kind != "literal"]
+        self._field_slot = {segment: k for k, segment in enumerate(self._fields)}
         # A SentencePiece chat template's own text keeps its symbols (`<s>`, `[INST]`) as
         # ids; only the record's first segment starts a text (`encode_symbol_values`).
         self._symbols = (plan.dataset.dialogue is not None and tokenizer.kind == "sentencepiece")
@@ -69,6 +59,7 @@ class BatchEncoder:
         self._appended = tuple(plan.appended_ids.get(i, ()) for i in self._fields)
         self._decoder = Decoder(tokenizer)
         self._names = tuple(plan.template.sequence_template)
+        self._lossy_kinds: dict = {}  # (segment, kind) pairs -> their kinds (`_lossy`)
         self._literal_surfaces = {
             i: tokenizer.surfaces(s.content, [k for k, t in enumerate(plan.literal_ids[i])
                                               if t == plan.unk_id])
@@ -80,8 +71,11 @@ class BatchEncoder:
         plan, tokenizer = self._plan, self._tokenizer
         flat = [t for row in texts for t in row]
         m, n = len(texts), plan.n_segments
-        continued = [i for i, value in enumerate(flat) if type(value) is Continued] \
-            if self._may_have_pieces else []
+        if self._may_have_pieces:
+            Continued = self._continued
+            continued = [i for i, value in enumerate(flat) if type(value) is Continued]
+        else:
+            continued = []
         starts = self._starts * m
         if continued:  # a split record's history: only its gap is encoded, as text goes on
             flat = [value.gap if type(value) is Continued else value for value in flat]
@@ -99,11 +93,16 @@ class BatchEncoder:
         if any(self._appended):  # ids after a segment's text (a completion's EOS)
             appended = self._appended * m
             encoded = [ids + list(extra) if extra else ids for ids, extra in zip(encoded, appended)]
-        pieces = []
-        field_iter = iter(encoded)
-        for _ in range(m):
-            for literal in plan.literal_ids:
-                pieces.append(next(field_iter) if literal is None else literal)
+        # Every sample's segments in template order, a column at a time (one C-level
+        # slice assignment per segment instead of an append per sample and segment).
+        pieces = [None] * (m * n)
+        nf, k = len(self._fields), 0
+        for i, literal in enumerate(plan.literal_ids):
+            if literal is None:
+                pieces[i::n] = encoded[k::nf]
+                k += 1
+            else:
+                pieces[i::n] = [literal] * m
         lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=m * n).reshape(m, n)
         total = int(lengths.sum())
         tokens = np.fromiter(itertools.chain.from_iterable(pieces), count=total, dtype=self._dtype)
@@ -112,15 +111,40 @@ class BatchEncoder:
             return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks))
         unk_at = np.flatnonzero(tokens == plan.unk_id)
         if len(unk_at):
-            sample_of = np.repeat(np.arange(m), lengths.sum(axis=1))
-            for i in np.unique(sample_of[unk_at]).tolist():
-                nf = len(self._fields)
-                fields = map(value_text, flat[i * nf:(i + 1) * nf])
-                row_texts = [s.content if s.kind == "literal" else next(fields)
-                             for s in plan.template.segments]
-                unks[i] = unk_details(tokenizer, row_texts, pieces[i * n:(i + 1) * n],
-                                      plan.unk_id, self._literal_surfaces)
+            unks = self._unk_details(flat, lengths, unk_at)
         return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks))
+
+    def _unk_details(self, flat, lengths, unk_at) -> dict:
+        """{sample: (payload positions, segment indices, source chars)} of every UNK, in
+        order, from where they are in the batch's tokens (`unk_at`): their segments and
+        positions in one numpy pass, then the surfaces of each segment holding any (a
+        literal's from the plan). Scanning each such sample's token lists in Python took
+        most of this step."""
+        n = lengths.shape[1]
+        nf, slot = len(self._fields), self._field_slot
+        segment_lengths = lengths.ravel()
+        segment_ends = np.cumsum(segment_lengths)
+        # the segment (flat: sample * n + segment) holding each UNK; empty ones hold none
+        at_segment = np.searchsorted(segment_ends, unk_at, side="right")
+        in_segment = (unk_at - segment_ends[at_segment] + segment_lengths[at_segment]).tolist()
+        totals = lengths.sum(axis=1)
+        sample_starts = np.cumsum(totals) - totals
+        in_payload = (unk_at - sample_starts[at_segment // n]).tolist()
+        bounds = np.flatnonzero(np.diff(at_segment)) + 1
+        out: dict = {}
+        for lo, hi in zip([0] + bounds.tolist(), bounds.tolist() + [len(unk_at)]):
+            sample, segment = divmod(int(at_segment[lo]), n)
+            surfaces = self._literal_surfaces.get(segment)
+            if surfaces is None:
+                text = _value_text(flat[sample * nf + slot[segment]])
+                surfaces = self._tokenizer.surfaces(text, in_segment[lo:hi])
+            details = out.get(sample)
+            if details is None:
+                details = out[sample] = ([], [], [])
+            details[0].extend(in_payload[lo:hi])
+            details[1].extend([segment] * (hi - lo))
+            details[2].extend(surfaces)
+        return out
 
     def _lossy(self, flat, encoded, strips, unks) -> dict:
         """{sample index: (kinds, row fields)}: the field segments whose ids do not decode
@@ -129,8 +153,27 @@ class BatchEncoder:
         was encoded as the start of a text (None: every value was, each on its own)."""
         with_unk = {(i, segment) for i, details in unks.items() for segment in details[1]}
         found = self._decoder.find(flat, encoded, strips, self._fields, with_unk, self._symbols)
-        return {i: (tuple(entry[1] for entry in entries), fmt.lossy_fields(entries, self._names))
-                for i, entries in found.items()}
+        # A few shapes of (segment, kind) repeat over a whole build: one kinds tuple each,
+        # shared (a generator per sample was a third of this step; pickles share it too).
+        names, shapes, out = self._names, self._lossy_kinds, {}
+        for i, entries in found.items():
+            pairs = tuple(map(_SEGMENT_KIND, entries))
+            kinds = shapes.get(pairs)
+            if kinds is None:
+                kinds = tuple(kind for _, kind in pairs)
+                if len(shapes) < 4096:  # dialogues with many segments: bounded
+                    shapes[pairs] = kinds
+            out[i] = (kinds, fmt.lossy_fields(entries, names))
+        return out
+
+
+def _value_text(value) -> str:
+    """`history.value_text`, without importing the chat package for plain strings."""
+    if type(value) is str:
+        return value
+    from mintdim_beam.core.chat.history import value_text
+
+    return value_text(value)
 
 
 def resolve_history(continued: list, per_record: int, flat: list, encoded: list, strips):
@@ -147,7 +190,7 @@ def resolve_history(continued: list, per_record: int, flat: list, encoded: list,
                                  "before it in the batch")
         before = range((record - 1) * per_record, record * per_record)
         encoded[i] = [token for k in before for token in encoded[k]] + encoded[i]
-        texts[i] = "".join(value_text(texts[k]) for k in before) + value_text(flat[i])
+        texts[i] = "".join(_value_text(texts[k]) for k in before) + _value_text(flat[i])
         if strips is not None:
             strips[i] = strips[before[0]]
     return texts, strips
@@ -225,6 +268,8 @@ def symbol_patterns(tokenizer):
     """(any symbol, user-defined symbols or None) as regexes, longest first; cached."""
     cached = getattr(tokenizer, "_symbol_patterns", None)
     if cached is None:
+        from mintdim_beam.core.chat.spans import special_pattern
+
         user_ids = tokenizer.model.user_defined
         cached = (special_pattern(list(tokenizer.symbols)),
                   special_pattern([t for t, i in tokenizer.symbols.items() if i in user_ids]))

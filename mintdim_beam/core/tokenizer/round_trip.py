@@ -227,7 +227,9 @@ def _collapsed_window(text: str, at: int, part: int) -> str:
     """`" ".join(text.split())[at:at + EXCERPT]` for `at <= part`, the place where the
     two first part, without collapsing all of a long text: up to `part` both are the
     same; there a whitespace run becomes one space when words stand on both sides."""
-    width = 4 * EXCERPT
+    # A window is a prefix of the true one at any width, so the width only sets how often
+    # the loop runs: 64 characters usually hold the excerpt (160 split and joined more).
+    width = EXCERPT + 24
     while True:
         tail = " ".join(text[part:part + width].split())
         # the run's one space, unless the run began before `part` (then it is in the head)
