@@ -288,13 +288,82 @@ def copy_to_memory_fs(local_root: Path, url: str) -> None:
             fs.pipe(f"{url}/{path.relative_to(local_root).as_posix()}", path.read_bytes())
 
 
+def _golden_inputs(tmp_path_factory, name: str) -> Path:
+    root = tmp_path_factory.mktemp(name)
+    shutil.copytree(GOLDEN, root / "golden", ignore=shutil.ignore_patterns("expected"))
+    return root / "golden"
+
+
 @pytest.fixture(scope="module")
 def golden_copy(tmp_path_factory) -> Path:
     """The golden cases' inputs (not their expected outputs) in a scratch dir, one per
     test module: builds write their outputs next to the inputs."""
-    root = tmp_path_factory.mktemp("golden")
-    shutil.copytree(GOLDEN, root / "golden", ignore=shutil.ignore_patterns("expected"))
-    return root / "golden"
+    return _golden_inputs(tmp_path_factory, "golden")
+
+
+def run_golden_case(golden_copy: Path, name: str, options, output=None):
+    """Build golden case `name` as its case.json says, in its copy under `golden_copy`
+    (the working directory), with `options`; into `output` instead of its own if given."""
+    case = json.loads((GOLDEN / name / "case.json").read_text())
+    return run_build(golden_copy / name, files=case["files"], fields=case["fields"],
+                     templates=case["templates"], tokenizer=case["tokenizer"]["type"],
+                     tokenizer_files=case["tokenizer"]["files"], sizes=case["sizes"],
+                     build_batch=case["build_batch"],
+                     output=case["output"] if output is None else output,
+                     samples_per_shard=case["samples_per_shard"], options=options,
+                     on_overflow=case["on_overflow"], on_template_unk=case["on_template_unk"])
+
+
+def piece_kind(piece) -> str:
+    """What ShardWrite joined into a shard: "block" (a range of a batch's staged block),
+    "overflow block" (a range of the block of records built after the global step) or
+    "bytes"."""
+    if isinstance(piece, bytes):
+        return "bytes"
+    return "overflow block" if piece[0].endswith(".overflow.bin") else "block"
+
+
+@contextlib.contextmanager
+def pieces_spy():
+    """The kinds of the pieces ShardWrite joins in this process while inside."""
+    from mintdim_beam.core.files import storage
+
+    seen, real = [], storage.write_pieces_atomic
+
+    def spy(path, pieces, output_dir):
+        seen.extend(piece_kind(piece) for piece in pieces)
+        return real(path, pieces, output_dir)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(storage, "write_pieces_atomic", spy)
+        yield seen
+
+
+GOLDEN_IN_MEMORY = IN_MEMORY + ["--input_range_bytes=1024"]
+
+
+@pytest.fixture(scope="session")
+def golden_in_memory(tmp_path_factory):
+    """`build(name)`: golden case `name` built once a session on GOLDEN_IN_MEMORY, the
+    build test_golden compares with mintdim 0.2.1's bytes and test_stage with what
+    ShardWrite joined. Gives (the case's working directory, the build's result or the
+    MintDimError it raised, the kinds of the pieces joined)."""
+    from mintdim_beam.core.errors import MintDimError
+
+    root = _golden_inputs(tmp_path_factory, "golden_in_memory")
+    built = {}
+
+    def build(name: str):
+        if name not in built:
+            with pieces_spy() as kinds:
+                try:
+                    outcome = run_golden_case(root, name, GOLDEN_IN_MEMORY)
+                except MintDimError as exc:
+                    outcome = exc
+            built[name] = (root / name, outcome, kinds)
+        return built[name]
+
+    return build
 
 
 def build_qa_units(work: Path, tokenizers_dir: Path, *, samples: int, seed: int,

@@ -66,22 +66,41 @@ def _zst(data: bytes) -> bytes:
     return zstandard.ZstdCompressor(level=3).compress(data)
 
 
-@pytest.fixture
-def corpus(tmp_path):
+def _write_corpus(folder: Path) -> Path:
     """Two plain files, each also as multi-member gzip and as multi-frame zstd."""
     texts = {"a": _text(1), "b": _text(2, 90)}
     for name, data in texts.items():
-        (tmp_path / f"{name}.jsonl").write_bytes(data)
+        (folder / f"{name}.jsonl").write_bytes(data)
         cut = len(data) // 3 + 5  # members and frames split mid-line
-        (tmp_path / f"{name}.jsonl.gz").write_bytes(gzip.compress(data[:cut]) + gzip.compress(data[cut:]))
-        (tmp_path / f"{name}.jsonl.zst").write_bytes(_zst(data[:cut]) + _zst(data[cut:]))
-    return tmp_path
+        (folder / f"{name}.jsonl.gz").write_bytes(gzip.compress(data[:cut]) + gzip.compress(data[cut:]))
+        (folder / f"{name}.jsonl.zst").write_bytes(_zst(data[:cut]) + _zst(data[cut:]))
+    return folder
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return _write_corpus(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def plain_build(tmp_path_factory, tokenizers_dir):
+    """`tree(options)`: the build of the plain a.jsonl and b.jsonl with `options`, made
+    once for the module (the compressed and misnamed copies are compared with it)."""
+    trees = {}
+
+    def tree(options) -> dict:
+        if tuple(options) not in trees:
+            work = _write_corpus(tmp_path_factory.mktemp("plain"))
+            _build(work, tokenizers_dir, ["a.jsonl", "b.jsonl"], "out_plain", options)
+            trees[tuple(options)] = read_tree(work / "out_plain")
+        return trees[tuple(options)]
+
+    return tree
 
 
 @pytest.mark.parametrize("options", [IN_MEMORY, MULTI_PROCESS], ids=["in_memory", "multi_process"])
-def test_gzip_and_zstd_builds_equal_the_plain_build(corpus, tokenizers_dir, options):
-    _build(corpus, tokenizers_dir, ["a.jsonl", "b.jsonl"], "out_plain", options)
-    plain = read_tree(corpus / "out_plain")
+def test_gzip_and_zstd_builds_equal_the_plain_build(corpus, tokenizers_dir, plain_build, options):
+    plain = plain_build(options)
     assert b'"source_line": ' in plain["sample_index.jsonl"]
     for files in (["a.jsonl.gz", "b.jsonl.zst"], ["a.jsonl.zst", "b.jsonl.gz"]):
         out = "out_" + "_".join(f.rsplit(".", 1)[-1] for f in files)
@@ -93,13 +112,12 @@ def test_gzip_and_zstd_builds_equal_the_plain_build(corpus, tokenizers_dir, opti
             (f, "gzip" if f.endswith(".gz") else "zstd") for f in files]
 
 
-def test_found_by_magic_bytes_not_by_name(corpus, tokenizers_dir):
+def test_found_by_magic_bytes_not_by_name(corpus, tokenizers_dir, plain_build):
     (corpus / "gz_named_plain.jsonl").write_bytes((corpus / "a.jsonl.gz").read_bytes())
     (corpus / "plain_named_gz.jsonl.gz").write_bytes((corpus / "b.jsonl").read_bytes())
-    _build(corpus, tokenizers_dir, ["a.jsonl", "b.jsonl"], "out_plain")
     _build(corpus, tokenizers_dir, ["gz_named_plain.jsonl", "plain_named_gz.jsonl.gz"], "out_odd")
     names = {"gz_named_plain.jsonl": "a.jsonl", "plain_named_gz.jsonl.gz": "b.jsonl"}
-    assert _renamed(read_tree(corpus / "out_odd"), names) == read_tree(corpus / "out_plain")
+    assert _renamed(read_tree(corpus / "out_odd"), names) == plain_build(IN_MEMORY)
 
 
 def test_crlf_inside_gzip_numbers_physical_lines(tmp_path, tokenizers_dir):

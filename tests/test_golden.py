@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (BUNDLE_RETRYING, GOLDEN, IN_MEMORY, MANIFEST_REFERENCE_KEYS,
-                      MULTI_PROCESS, content_tree, mintdim_tree, run_build)
+from conftest import (BUNDLE_RETRYING, GOLDEN, MANIFEST_REFERENCE_KEYS, MULTI_PROCESS,
+                      content_tree, mintdim_tree, run_golden_case)
 from mintdim_beam.core import errors
 
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "case.json").is_file())
@@ -30,20 +30,26 @@ def _notices(root: Path) -> set:
 
 def _run_case(name: str, golden_copy: Path, options: list[str]):
     case = json.loads((GOLDEN / name / "case.json").read_text())
-    work = golden_copy / name
     for out in _outputs(case):
-        shutil.rmtree(work / out, ignore_errors=True)
-    kwargs = dict(files=case["files"], fields=case["fields"], templates=case["templates"],
-                  tokenizer=case["tokenizer"]["type"], tokenizer_files=case["tokenizer"]["files"],
-                  sizes=case["sizes"], build_batch=case["build_batch"], output=case["output"],
-                  samples_per_shard=case["samples_per_shard"], options=options,
-                  on_overflow=case["on_overflow"], on_template_unk=case["on_template_unk"])
+        shutil.rmtree(golden_copy / name / out, ignore_errors=True)
+    try:
+        outcome = run_golden_case(golden_copy, name, options)
+    except errors.MintDimError as exc:
+        outcome = exc
+    _check_case(name, golden_copy / name, outcome)
+
+
+def _check_case(name: str, work: Path, outcome):
+    """The build of case `name` in `work` gave `outcome` (its result, or the MintDimError
+    it raised): the reference's error, or the reference's bytes."""
+    case = json.loads((GOLDEN / name / "case.json").read_text())
     if case.get("expect_error"):
-        with pytest.raises(errors.MintDimError) as info:
-            run_build(work, **kwargs)
-        assert type(info.value).__name__ == case["expect_error"]
+        assert isinstance(outcome, errors.MintDimError), outcome
+        assert type(outcome).__name__ == case["expect_error"]
         return
-    result = run_build(work, **kwargs)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    result = outcome
     for out in _outputs(case):
         expected_root, actual_root = GOLDEN / name / "expected" / out, work / out
         expected, actual = content_tree(expected_root), mintdim_tree(actual_root)
@@ -64,8 +70,11 @@ def _run_case(name: str, golden_copy: Path, options: list[str]):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_golden_in_memory_small_ranges(name, golden_copy):
-    _run_case(name, golden_copy, IN_MEMORY + ["--input_range_bytes=1024"])
+def test_golden_in_memory_small_ranges(name, golden_in_memory):
+    """On GOLDEN_IN_MEMORY (1 KiB ranges), built once a session (test_stage reads the
+    same builds)."""
+    work, outcome, _ = golden_in_memory(name)
+    _check_case(name, work, outcome)
 
 
 @pytest.mark.slow

@@ -91,8 +91,10 @@ def _corpus(path: Path, n: int, seed: int = 5):
 
 @pytest.mark.slow
 def test_same_bytes_on_every_runner_and_range_size(tmp_path, tokenizers_dir):
-    _corpus(tmp_path / "data/a.jsonl", 300)
-    _corpus(tmp_path / "data/b.jsonl", 120, seed=9)
+    # 30 KB (230 ranges of 128 bytes) with CRLF, blanks, duplicates and emoji: the number
+    # of rows is not the point (there were 420, and each range is a bundle to run)
+    _corpus(tmp_path / "data/a.jsonl", 150)
+    _corpus(tmp_path / "data/b.jsonl", 60, seed=9)
     trees = {}
     for name, options in {"in_memory": IN_MEMORY,
                           "in_memory_128B": IN_MEMORY + ["--input_range_bytes=128"],
@@ -105,7 +107,7 @@ def test_same_bytes_on_every_runner_and_range_size(tmp_path, tokenizers_dir):
         result = _build(work, tokenizers_dir, ["data/a.jsonl", "data/b.jsonl"], options=options,
                         on_overflow="extend", sizes=[[8, 16, 32]], samples_per_shard=[7])
         trees[name] = read_tree(work / "out")
-        assert result["outputs"][0]["total_samples"] == 420
+        assert result["outputs"][0]["total_samples"] == 210
     reference = trees.pop("in_memory")
     assert any(k.startswith("unit_16/shard_000003") for k in reference)
     for name, tree in trees.items():

@@ -53,12 +53,33 @@ def _build(corpus: Path, name: str, options, monkeypatch):
 
 @pytest.fixture(scope="module")
 def reference(corpus):
+    """The in-process build with two helper encoders (the default's count on two cores),
+    the bytes every other build is compared with. Watched while it runs: the helpers
+    Tokenize started of its own and the state samplers' periods; then what it left
+    (helper processes, a frozen heap, the samplers' default period)."""
+    import gc
+
+    from apache_beam.runners.worker import statesampler
+    from apache_beam.utils.counters import CounterFactory
+
+    from mintdim_beam.unit_build.transforms import tokenize
+
+    seen = {"started_in_setup": [], "periods": []}
+    real_helpers, real_start = tokenize.start_helpers, statesampler.StateSampler.start
     mp = pytest.MonkeyPatch()
     try:
-        out, result = _build(corpus, "reference", IN_MEMORY, mp)
+        mp.setattr(tokenize, "start_helpers", lambda plans, count, threads: (
+            seen["started_in_setup"].append(count) or real_helpers(plans, count, threads)))
+        mp.setattr(statesampler.StateSampler, "start", lambda self: (
+            seen["periods"].append(self.sampling_period_ms), real_start(self))[1])
+        out, result = _build(corpus, "reference", IN_MEMORY + ["--encoder_processes=2"], mp)
+        seen["helpers_left"] = encoder_helpers_of(os.getpid())
+        seen["frozen"] = gc.get_freeze_count()
+        after = statesampler.StateSampler("after", CounterFactory())
+        seen["period_after"] = after.sampling_period_ms
     finally:
         mp.undo()
-    return read_tree(out), result
+    return read_tree(out), result, out, seen
 
 
 def _assert_clean_and_equal(out: Path, reference_tree):
@@ -67,7 +88,7 @@ def _assert_clean_and_equal(out: Path, reference_tree):
 
 
 def test_reference_build_spreads_units_over_many_shards(reference):
-    tree, result = reference
+    tree, result, _, _ = reference
     shards = [k for k in tree if k.endswith(".bin")]
     assert len(shards) > 100
     manifest = json.loads(tree["manifest.json"])
@@ -92,35 +113,22 @@ def test_same_bytes_across_runners_and_range_sizes(corpus, reference, monkeypatc
     assert encoder_helpers_of(os.getpid()) == []  # helper encoder processes were stopped
 
 
-def test_the_in_process_run_adopts_the_helpers_the_driver_started(corpus, reference, monkeypatch):
-    """Helpers start before the pipeline is built; Tokenize starts none of its own."""
-    import gc
-
-    from mintdim_beam.unit_build.transforms import tokenize
-
-    started_in_setup = []
-    real = tokenize.start_helpers
-    monkeypatch.setattr(tokenize, "start_helpers", lambda plans, count, threads: (
-        started_in_setup.append(count) or real(plans, count, threads)))
-    out, _ = _build(corpus, "early_helpers", IN_MEMORY + ["--encoder_processes=2"], monkeypatch)
-    assert started_in_setup == [0]
-    _assert_clean_and_equal(out, reference[0])
-    assert encoder_helpers_of(os.getpid()) == [] and gc.get_freeze_count() == 0
+def test_the_in_process_run_adopts_the_helpers_the_driver_started(reference):
+    """Helpers start before the pipeline is built; Tokenize starts none of its own (the
+    reference build, which every other build here must equal)."""
+    _, _, out, seen = reference
+    assert seen["started_in_setup"] == [0]
+    assert not list(out.rglob("*.tmp")) and not (out / "_mintdim_tmp").exists()
+    assert seen["helpers_left"] == [] and seen["frozen"] == 0
 
 
-def test_the_in_process_build_samples_states_every_10_ms(corpus, reference, monkeypatch):
+def test_the_in_process_build_samples_states_every_10_ms(reference):
     """Every bundle's state sampler runs with the short tick (its thread is joined at
-    the bundle's end); Beam's default is back once the build returns."""
-    from apache_beam.runners.worker import statesampler
-    from apache_beam.utils.counters import CounterFactory
-
-    periods, real_start = [], statesampler.StateSampler.start
-    monkeypatch.setattr(statesampler.StateSampler, "start", lambda self: (
-        periods.append(self.sampling_period_ms), real_start(self))[1])
-    out, _ = _build(corpus, "short_tick", IN_MEMORY, monkeypatch)
-    _assert_clean_and_equal(out, reference[0])
-    assert len(periods) > 5 and set(periods) == {10}
-    assert statesampler.StateSampler("after", CounterFactory()).sampling_period_ms == 200
+    the bundle's end); Beam's default is back once the build returns (the reference
+    build)."""
+    _, _, _, seen = reference
+    assert len(seen["periods"]) > 5 and set(seen["periods"]) == {10}
+    assert seen["period_after"] == 200
 
 
 def test_the_default_run_answers_the_first_batches_from_the_helpers_head_start(

@@ -8,7 +8,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from conftest import GOLDEN, IN_MEMORY, content_tree, mintdim_tree, run_build
+from conftest import (GOLDEN, GOLDEN_IN_MEMORY, content_tree, mintdim_tree, pieces_spy,
+                      run_golden_case)
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.errors import OutputWriteError
 from mintdim_beam.core.errors.failures import WorkerFailure, recover
@@ -23,34 +24,14 @@ RECORDS_AFTER_THE_GLOBAL_STEP = {"overflow_truncate_multisegment", "overflow_ext
 
 
 @pytest.fixture
-def pieces_written(monkeypatch):
-    """What ShardWrite joined, per piece: "block" (a range of a batch's staged block),
-    "overflow block" (a range of the block of records built after the global step) or
-    "bytes"."""
-    seen, real = [], storage.write_pieces_atomic
-
-    def kind(piece):
-        if isinstance(piece, bytes):
-            return "bytes"
-        return "overflow block" if piece[0].endswith(".overflow.bin") else "block"
-
-    def spy(path, pieces, output_dir):
-        seen.extend(kind(piece) for piece in pieces)
-        return real(path, pieces, output_dir)
-
-    monkeypatch.setattr(storage, "write_pieces_atomic", spy)
-    return seen
+def pieces_written():
+    """What ShardWrite joined, per piece (`conftest.piece_kind`)."""
+    with pieces_spy() as seen:
+        yield seen
 
 
 def _build(name: str, golden_copy: Path, output: str, flags=()):
-    case = json.loads((GOLDEN / name / "case.json").read_text())
-    return run_build(golden_copy / name, files=case["files"], fields=case["fields"],
-                     templates=case["templates"], tokenizer=case["tokenizer"]["type"],
-                     tokenizer_files=case["tokenizer"]["files"], sizes=case["sizes"],
-                     build_batch=case["build_batch"], output=output,
-                     samples_per_shard=case["samples_per_shard"], options=IN_MEMORY + [
-                         "--input_range_bytes=1024", *flags],
-                     on_overflow=case["on_overflow"], on_template_unk=case["on_template_unk"])
+    return run_golden_case(golden_copy, name, GOLDEN_IN_MEMORY + list(flags), output=output)
 
 
 def _expected(name: str) -> dict:
@@ -58,13 +39,16 @@ def _expected(name: str) -> dict:
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_staged_records_give_the_reference_bytes(name, golden_copy, pieces_written):
-    out = golden_copy / name / "out_staged"
-    shutil.rmtree(out, ignore_errors=True)
-    _build(name, golden_copy, "out_staged")
+def test_staged_records_give_the_reference_bytes(name, golden_in_memory):
+    """The builds test_golden compares with the reference (made once a session): their
+    records came from staged blocks."""
+    work, outcome, pieces = golden_in_memory(name)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    out = work / "out"
     assert mintdim_tree(out) == _expected(name)
     assert not (out / "_mintdim_tmp").exists()  # the blocks went with the scratch dir
-    kinds = set(pieces_written)
+    kinds = set(pieces)
     assert "block" in kinds and "bytes" not in kinds
     # truncated and extended samples' records, built after the global step, were staged
     # too, in each batch's overflow block (skipped ones have none)
