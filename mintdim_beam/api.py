@@ -97,13 +97,18 @@ class UnitBuildJob:
         return {k: v for k, v in self._raw.items()}
 
     def run(self, *, on_template_unk: str = "prompt", on_overflow: str = "prompt",
-            on_lossy: str = "continue", pipeline_options=None) -> dict:
+            on_lossy: str = "continue", on_bad_row: str = "abort",
+            max_rejected: float | None = None, pipeline_options=None) -> dict:
         """`on_lossy`: text the tokenizer cannot carry (a template literal, a sample)
-        is a warning and indexed ("continue"), or an error ("abort")."""
+        is a warning and indexed ("continue"), or an error ("abort"). `on_bad_row`: a
+        row that cannot become a sample stops the build ("abort") or is left out and
+        listed in rejected_index.jsonl ("skip"), up to `max_rejected` (default 0.01) of
+        the rows."""
         from mintdim_beam.unit_build.launch import run_build
 
         return run_build(self._raw, on_template_unk=on_template_unk, on_overflow=on_overflow,
-                         pipeline_options=pipeline_options, on_lossy=on_lossy)
+                         pipeline_options=pipeline_options, on_lossy=on_lossy,
+                         on_bad_row=on_bad_row, max_rejected=max_rejected)
 
 
 class _PackSource(_Block):
@@ -143,10 +148,13 @@ class PackBuildJob:
     def config(self) -> dict:
         return {k: v for k, v in self._raw.items()}
 
-    def run(self, *, pipeline_options=None) -> dict:
+    def run(self, *, on_bad_row: str = "abort", max_rejected: float | None = None,
+            pipeline_options=None) -> dict:
+        """`on_bad_row` and `max_rejected` as for unit-build's `run()`."""
         from mintdim_beam.pack_build.launch import run_pack
 
-        return run_pack(self._raw, pipeline_options=pipeline_options)
+        return run_pack(self._raw, pipeline_options=pipeline_options, on_bad_row=on_bad_row,
+                        max_rejected=max_rejected)
 
 
 def pipeline(name: str):

@@ -27,12 +27,14 @@ def _parser() -> argparse.ArgumentParser:
                        default=None, help="overrides the config's on_template_unk")
     build.add_argument("--on_lossy", "--on-lossy", dest="on_lossy", default=None,
                        help="overrides the config's on_lossy")
+    _bad_row_flags(build)
     pack = sub.add_parser("pack", help="run a pack-build (pretraining token stream) from a "
                                        "CONFIG file", epilog=PACK_HELP + "\n" + FLAGS_HELP,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     pack.add_argument("config", nargs="?", help="path or URL of the YAML/JSON config")
     pack.add_argument("--config", dest="config_flag", metavar="CONFIG",
                       help="the same, as a flag (what a Flex Template passes)")
+    _bad_row_flags(pack)
     verify = sub.add_parser("verify", help="check a finished build from its own files")
     verify.add_argument("out", help="output directory (local path or fsspec URL)")
     verify.add_argument("--max-problems", type=int, default=50)
@@ -53,6 +55,20 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--max-size", type=int, default=None,
                       help="largest size allowed; longer samples count as overflow")
     return parser
+
+
+def _bad_row_flags(command) -> None:
+    command.add_argument("--on_bad_row", "--on-bad-row", dest="on_bad_row", default=None,
+                         help="overrides the config's on_bad_row (abort | skip)")
+    command.add_argument("--max_rejected", "--max-rejected", dest="max_rejected", type=float,
+                         default=None, help="overrides the config's max_rejected (a fraction)")
+
+
+def _bad_row_policy(args, doc) -> dict:
+    """The run's on_bad_row and max_rejected: the flag, else the config's key."""
+    return {"on_bad_row": args.on_bad_row or doc.get("on_bad_row") or "abort",
+            "max_rejected": (args.max_rejected if args.max_rejected is not None
+                             else doc.get("max_rejected"))}
 
 
 def accepted_options() -> set[str]:
@@ -77,7 +93,8 @@ def build_command(args, beam_flags: list[str]) -> int:
             on_template_unk=args.on_template_unk or doc.get("on_template_unk") or "prompt",
             on_overflow=args.on_overflow or doc.get("on_overflow") or "prompt",
             pipeline_options=beam_flags or None,
-            on_lossy=args.on_lossy or doc.get("on_lossy") or "continue")
+            on_lossy=args.on_lossy or doc.get("on_lossy") or "continue",
+            **_bad_row_policy(args, doc))
 
     return _config_command(args, run, "build")
 
@@ -86,7 +103,8 @@ def pack_command(args, beam_flags: list[str]) -> int:
     from mintdim_beam.pack_build.launch import run_pack
 
     def run(doc):
-        return run_pack(doc, pipeline_options=beam_flags or None)
+        raw = {k: v for k, v in doc.items() if k not in ("on_bad_row", "max_rejected")}
+        return run_pack(raw, pipeline_options=beam_flags or None, **_bad_row_policy(args, doc))
 
     return _config_command(args, run, "pack")
 
@@ -110,7 +128,7 @@ def _config_command(args, run, command: str) -> int:
     except KeyboardInterrupt as exc:  # before the output was claimed: nothing written
         return _interrupted(getattr(exc, "signal_name", "SIGINT"), "nothing was written")
     except MintDimError as exc:
-        print(str(exc), file=sys.stderr)
+        print("\n\n".join([str(exc), *getattr(exc, "__notes__", ())]), file=sys.stderr)
         return 1 if getattr(exc, "phase", None) == "build" else 2
     print(json.dumps(result, ensure_ascii=False, indent=2))
     return 0

@@ -27,6 +27,7 @@ from mintdim_beam.audit.index_check import is_int as _is_int
 from mintdim_beam.audit.pack_deep import PackDeepChecks
 from mintdim_beam.audit.pack_provenance import SEQUENCES, PackProvenanceChecks
 from mintdim_beam.audit.pack_shards import PackShardChecks, Shard, plural
+from mintdim_beam.audit.rejected_check import check_rejected
 from mintdim_beam.audit.report_common import REPORT_DIR
 from mintdim_beam.audit.unit_verify import Verifier
 from mintdim_beam.audit.verify_result import Problems, VerifyResult
@@ -101,8 +102,12 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, Verifi
             if self._list() and self._pack_manifest():
                 self._pack_layout()
                 listed = {s["name"] for s in self.shard_entries}
+                rejected = check_rejected(  # on_bad_row
+                    self.manifest, self.files, self._read_text, self.p.add,
+                    self.sources)
                 self._checksums(self.manifest, {n + x for n in listed for x in SUFFIXES
-                                                if n + x in self.files})
+                                                if n + x in self.files}
+                                | ({fmt.REJECTED_INDEX} if rejected is not None else set()))
                 self.measured_complete = True
                 self.source_docs = np.zeros(len(self.sources), dtype=np.int64)
                 self.source_tokens = np.zeros(len(self.sources), dtype=np.int64)
@@ -268,7 +273,7 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, Verifi
                 self.p.add(rel, None, "unexpected file in a subdirectory of the output",
                            key=("subdir", top))
                 continue
-            if top in (fmt.MANIFEST, SEQUENCES):
+            if top in (fmt.MANIFEST, SEQUENCES, fmt.REJECTED_INDEX):  # see rejected_check
                 continue
             if top == MARKER:
                 self.p.add(rel, None, "ownership marker of a build that did not end: the "

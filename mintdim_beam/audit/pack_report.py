@@ -33,6 +33,8 @@ from collections import Counter
 import numpy as np
 
 from mintdim_beam.audit.plain_files import csv_bytes
+from mintdim_beam.audit.report_rejected import markdown_section as rejected_section
+from mintdim_beam.audit.report_rejected import rejected_figures
 from mintdim_beam.audit.report_common import (REPORT_DIR, REPORT_MD, ReportInputError, bar_chart,
                                               md_cell, new_figure, no_data, png, share,
                                               write_report_files)
@@ -190,6 +192,7 @@ def compute_pack_figures(out: str) -> dict:
         "length_stats": _length_stats(counts),
         "sources": sources,
         "shards": shards,
+        "rejected": rejected_figures(out, manifest),  # on_bad_row: skip
         "consistency": consistency,
     }
 
@@ -339,6 +342,7 @@ def _markdown(fig: dict) -> str:
         lines.append(f"| {s['shard']} | {s['documents']:,} | {s['tokens']:,} | {size} |")
     lines.append("")
 
+    lines += rejected_section(fig.get("rejected"))
     lines += ["## Consistency of the build's files", ""]
     if fig["consistency"]:
         lines += [f"- {item}" for item in fig["consistency"]]

@@ -219,7 +219,7 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
     from mintdim_beam.unit_build.graph import read_and_tokenize, real_errors
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    numbering, bad_lines, tokenized = read_and_tokenize(p, plans, ranges)
+    numbering, bad_lines, tokenized, _ = read_and_tokenize(p, plans, ranges)
     histograms = (tokenized
                   | "BatchCounts" >> beam.Map(batch_counts)
                   | "HistogramPerDataset" >> beam.CombinePerKey(_CounterSum()))

@@ -41,6 +41,8 @@ from collections import Counter
 from mintdim_beam.audit import report_dialogues as dialogues
 from mintdim_beam.audit import report_round_trip as round_trip
 from mintdim_beam.audit.plain_files import csv_bytes, jsonl_rows
+from mintdim_beam.audit.report_rejected import markdown_section as rejected_section
+from mintdim_beam.audit.report_rejected import rejected_figures
 from mintdim_beam.audit.report_common import (REPORT_DIR, REPORT_MD, ReportInputError, bar_chart,
                                               md_cell, new_figure, no_data, png, ratio, share,
                                               write_report_files)
@@ -220,6 +222,7 @@ def compute_figures(out: str) -> dict:
         "unk_token_rate": ratio(int(stats["unk_tokens"]), total_tokens),
         "unk_sample_rate": ratio(int(stats["samples_with_unk"]), total_samples),
         "top_unk_chars": unk_chars.most_common(TOP_UNK_CHARS),
+        "rejected": rejected_figures(out, manifest),  # on_bad_row: skip
         "consistency": consistency,
     }
 
@@ -467,6 +470,7 @@ def _markdown(fig: dict) -> str:
 
     lines += dialogues.markdown_section(fig)
     lines += round_trip.markdown_section(fig["round_trip"], n)
+    lines += rejected_section(fig.get("rejected"))
     lines += ["## Consistency of the build's files", ""]
     if fig["consistency"]:
         lines += [f"- {item}" for item in fig["consistency"]]

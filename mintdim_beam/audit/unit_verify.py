@@ -30,6 +30,7 @@ from mintdim_beam.audit.checksum_check import ChecksumChecks
 from mintdim_beam.audit.deep_check import DeepChecks
 from mintdim_beam.audit.dialogue_check import DialogueChecks
 from mintdim_beam.audit.index_check import INDEX_FILES, IndexChecks, is_int
+from mintdim_beam.audit.rejected_check import check_rejected
 from mintdim_beam.audit.lossy_check import LossyChecks
 from mintdim_beam.audit.report_common import REPORT_DIR
 from mintdim_beam.audit.shard_check import ShardChecks
@@ -289,6 +290,7 @@ class Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChe
         self._dialogue_manifest(m)  # chat / preference builds: dialogue_check
         self._length_field()
         self._round_trip_block(m)  # lossy_check
+        check_rejected(m, self.files, self._read_text, self.p.add, files)  # on_bad_row
         return True
 
     def _failure_reason(self, rel: str) -> str:
@@ -373,7 +375,7 @@ class Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChe
                 if top == MARKER:
                     self.p.add(rel, None, "ownership marker of a build that did not end: "
                                "the build is incomplete (see mintdim-beam clean)")
-                elif top not in SUMMARY_FILES + INDEX_FILES and not (
+                elif top not in SUMMARY_FILES + INDEX_FILES + (fmt.REJECTED_INDEX,) and not (
                         top == fmt.LOSSY_INDEX and self.round_trip is not None):
                     self.p.add(rel, None, "unexpected file in the output directory")
                 continue
@@ -423,7 +425,7 @@ class Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChe
     def _written(self) -> set:
         """The files found that a unit-build writes a checksum for (the layout reports
         any other)."""
-        tops = set(SUMMARY_FILES + INDEX_FILES) | {fmt.LOSSY_INDEX}
+        tops = set(SUMMARY_FILES + INDEX_FILES) | {fmt.LOSSY_INDEX, fmt.REJECTED_INDEX}
         notices = {f"{fmt.unit_dir(s)}/{fmt.EMPTY_UNIT}" for s in self.sizes}
         return {rel for rel in self.files if rel in tops or rel in notices} | self.shard_set
 

@@ -6,9 +6,10 @@ output URL joined with its name: exactly what Megatron's `--data-path` must say)
 scratch removed and the output released. A failed build never gets a manifest."""
 from __future__ import annotations
 
+from mintdim_beam.core.config.bad_rows import BadRows, exceeds
 from mintdim_beam.core.config.pack_config import pack_raw
-from mintdim_beam.core.errors import PackEmptyError
-from mintdim_beam.core.errors.failures import WorkerFailure
+from mintdim_beam.core.errors import PackEmptyError, TooManyRejectedError
+from mintdim_beam.core.errors.failures import WorkerFailure, rejected_row
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
 from mintdim_beam.core.formats import megatron
@@ -66,10 +67,21 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
     }
 
 
-def finalize(shards, error, parts, plan, inputs):
+def finalize(shards, error, parts, plan, inputs, rows=BadRows(), rejected=(), numbering=None):
     if error is not None:
         raise WorkerFailure(error)
     config = plan.config
+    bad = []
+    if rows.skip:  # in file and line order; stop here when there are too many
+        bad = [rejected_row(e, numbering, {0: config})
+               for e in sorted(rejected, key=lambda e: e.order)]
+        total = numbering.totals.get(0, 0) + len(bad)
+        if exceeds(rows, len(bad), total):
+            raise WorkerFailure(TooManyRejectedError(
+                output=config.output_given, rejected=len(bad), rows=total,
+                max_rejected=rows.max_rejected,
+                first=[f"{r['source_file']}:{r['source_line']}: {r['error']}: {r['reason']}"
+                       for r in bad[:5]]).to_payload())
     if not shards:
         raise WorkerFailure(PackEmptyError(files=[f.given for f in config.files],
                                            empty=sum(p.empty for p in parts)).to_payload())
@@ -79,11 +91,16 @@ def finalize(shards, error, parts, plan, inputs):
     storage.write_text_atomic(storage.join(out, SEQUENCES),
                               fmt.json_document(megatron.sequences_json(counts)), out)
     doc = manifest_doc(plan, shards, parts, inputs)
+    sums = {name: summed for s in shards for name, summed in s.sums}
+    if rows.skip:
+        sums[fmt.REJECTED_INDEX] = checksums.write_text(
+            storage.join(out, fmt.REJECTED_INDEX), "".join(fmt.jsonl_row(r) for r in bad), out)
+        doc["rejected"] = len(bad)
+        doc["bad_rows"] = rows.manifest_block(len(bad), numbering.totals.get(0, 0) + len(bad))
     # every shard file, as written; per_dataset_sequences.json names the output by its
     # absolute path (as Megatron's --data-path must), so verify checks it against the
     # shards instead
-    doc["checksums"] = checksums.manifest_block(
-        {name: summed for s in shards for name, summed in s.sums})
+    doc["checksums"] = checksums.manifest_block(sums)
     storage.write_text_atomic(storage.join(out, MANIFEST), fmt.json_document(doc), out)
     maybe_fail("finalize", "pack")
     storage.remove_tree(storage.tmp_dir(out))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from mintdim_beam.core.config.bad_rows import BadRows
 from mintdim_beam.core.formats import doc_order
 from mintdim_beam.core.inputs.input_files import manifest_inputs
 from mintdim_beam.core.inputs.source import number_ranges
@@ -18,8 +19,10 @@ from mintdim_beam.runtime.first_error import FirstError
 from mintdim_beam.runtime.options import is_single_process, max_line_bytes
 
 
-def expand_pack_build(p, plan, ranges):
-    """Add the whole pack-build to pipeline `p`; returns the finalized output dir."""
+def expand_pack_build(p, plan, ranges, rows: BadRows = BadRows()):
+    """Add the whole pack-build to pipeline `p`; returns the finalized output dir.
+    `rows`: the bad-row policy (under `skip` bad rows leave the errors for
+    `rejected_index.jsonl`)."""
     config = plan.config
     ranges_in = p | "Ranges" >> beam.Create(ranges, reshuffle=False)
     if not is_single_process(p.options):
@@ -27,8 +30,15 @@ def expand_pack_build(p, plan, ranges):
     tokenized = ranges_in | "Tokenize" >> beam.ParDo(
         TokenizeRangeFn(plan, max_line_bytes(p.options))).with_outputs(COUNTS, ERRORS,
                                                                        main="parts")
+    errors = tokenized[ERRORS]
+    if rows.skip:
+        rejected, errors = errors, p | "NoErrors" >> beam.Create([])
+    else:
+        rejected = p | "NoRejectedRows" >> beam.Create([])
     numbering = tokenized[COUNTS] | "NumberLines" >> ApplyToAll(
-        lambda counts: number_ranges([config], dict(counts)))
+        lambda counts, gone: number_ranges([config], dict(counts),
+                                           [(e.order[:3], e.local_sample) for e in gone]),
+        beam.pvalue.AsList(rejected))
     parts = tokenized.parts | "Parts" >> beam.Map(lambda part: part)
     ordered = parts | "Order" >> beam.ParDo(OrderRangeFn(plan),
                                             beam.pvalue.AsSingleton(numbering))
@@ -40,8 +50,10 @@ def expand_pack_build(p, plan, ranges):
               | "Slices" >> beam.ParDo(SliceRangeFn(), beam.pvalue.AsSingleton(cuts))
               | "GroupByShard" >> beam.GroupByKey()
               | "WriteShard" >> beam.ParDo(WriteShardFn(plan)))
-    error = tokenized[ERRORS] | "FirstError" >> FirstError({0: config}, numbering)
+    error = errors | "FirstError" >> FirstError({0: config}, numbering)
     inputs = manifest_inputs(ranges).get(0, [])
     return shards | "Finalize" >> ApplyToAll(
-        lambda written, err, all_parts: finalize(written, err, all_parts, plan, inputs),
-        beam.pvalue.AsSingleton(error), beam.pvalue.AsList(parts))
+        lambda written, err, all_parts, gone, num: finalize(
+            written, err, all_parts, plan, inputs, rows, gone, num),
+        beam.pvalue.AsSingleton(error), beam.pvalue.AsList(parts),
+        beam.pvalue.AsList(rejected), beam.pvalue.AsSingleton(numbering))

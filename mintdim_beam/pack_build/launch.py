@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from mintdim_beam.core.config.bad_rows import bad_rows
+
 from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack, with_run
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
@@ -41,8 +43,10 @@ def _remove(path: str) -> None:
         storage.filesystem(path).rm(path)
 
 
-def run_pack(raw: dict, pipeline_options=None) -> dict:
+def run_pack(raw: dict, pipeline_options=None, on_bad_row: str = "abort",
+             max_rejected: float | None = None) -> dict:
     """Build and wait; returns the summary (documents, tokens, shards, ...)."""
+    rows = bad_rows(on_bad_row, max_rejected)
     received.clear()
     run_id = new_run_id()
     config = with_run(resolve_pack(raw), run_id)
@@ -75,7 +79,7 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
         from mintdim_beam.runtime.options import waits
 
         p = beam.Pipeline(options=options)
-        expand_pack_build(p, plan, ranges)
+        expand_pack_build(p, plan, ranges, rows)
         with frozen_heap(), short_sampler_period(), shown_progress(run, ranges, "pack-build"), \
                 Heartbeat([config.output_path]):
             result = p.run()
@@ -93,7 +97,8 @@ def run_pack(raw: dict, pipeline_options=None) -> dict:
     summary = {"output_dir": config.output_given, "documents": manifest["documents"],
                "tokens": manifest["tokens"], "empty_documents": manifest["empty_documents"],
                "shards": len(manifest["shards"]), "dtype": manifest["dtype"],
-               "eod_id": manifest["eod"]["id"]}
+               "eod_id": manifest["eod"]["id"],
+               **({"rejected_rows": manifest["rejected"]} if "rejected" in manifest else {})}
     log(f"done output={config.output_given} documents={summary['documents']} "
         f"tokens={summary['tokens']} shards={summary['shards']}")
     return summary

@@ -19,7 +19,7 @@ from mintdim_beam.core.errors.failures import PendingError, WorkerFailure
 from mintdim_beam.core.formats.megatron import check_ids
 from mintdim_beam.core.inputs.input_files import open_range
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES, RangeBatches, long_line_reason
-from mintdim_beam.core.render.render_batch import parse_row
+from mintdim_beam.core.render.render_batch import numbered, parse_row
 from mintdim_beam.core.render.template import json_type_name, render_value
 from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 from mintdim_beam.pack_build import scratch
@@ -128,7 +128,7 @@ class TokenizeRangeFn(beam.DoFn):
             with open_range(byte_range) as handle:
                 batches = RangeBatches(handle, byte_range, BATCH, self._max_line_bytes)
                 for _, entries in batches:
-                    texts, at = [], []
+                    texts, at, found = [], [], len(errors)
                     for _, local_line, text, problem in entries:
                         doc, error = self._document(key, local_line, text, problem, renderer)
                         if error is not None:
@@ -139,6 +139,7 @@ class TokenizeRangeFn(beam.DoFn):
                     skipped, tokens = self._encode(texts, at, lines, lengths, chunks,
                                                    errors, key)
                     empty += skipped
+                    errors[found:] = numbered(errors[found:], entries)  # their sample numbers
                     done = counted
                     if byte_range.codec == "plain":
                         done = min(max(handle.tell() - byte_range.start, counted), size)

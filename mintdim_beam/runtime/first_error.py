@@ -5,15 +5,35 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from mintdim_beam.core.errors.failures import resolve
+from mintdim_beam.core.errors.failures import one_line, resolve
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
+
+NAMED = 5  # bad rows named in the note after the first
 
 
 def first_error(pending_errors, numbering, datasets):
+    """The first error's payload; when the build found more, a note says how many and
+    names the next few, so a user fixes them together, not one build at a time."""
     if not pending_errors:
         return None
-    first = min(pending_errors, key=lambda e: e.order)
-    return resolve(first, numbering, datasets)
+    ordered = sorted(pending_errors, key=lambda e: e.order)
+    payload = resolve(ordered[0], numbering, datasets)
+    rows = [e for e in ordered[1:] if e.local_sample >= 0]  # bad rows, not decisions
+    if rows:
+        named = []
+        for pending in rows[:NAMED]:
+            other = resolve(pending, numbering, datasets)
+            kw = other["kwargs"]
+            where = kw.get("sample") or f"{kw.get('file')}:{kw.get('line')}"
+            named.append(f"{where}: {other['class']}: {one_line(other)}")
+        more = len(rows) - len(named)
+        payload["notes"] = [
+            f"The build found {len(rows)} more bad row(s) after this one:\n"
+            + "\n".join(f"  {n}" for n in named)
+            + (f"\n  ... and {more} more" if more else "")
+            + "\nTo build without them and list them all in rejected_index.jsonl: "
+              "on_bad_row: skip (config) or --on_bad_row skip."]
+    return payload
 
 
 class FirstError(beam.PTransform):

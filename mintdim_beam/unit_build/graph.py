@@ -42,9 +42,26 @@ def real_errors(pending):
     return pending | "NotSkips" >> beam.Filter(lambda e: not isinstance(e, ExtraTurnsPending))
 
 
+def split_rejected(p, plans: dict, pending):
+    """(errors, rejected rows): under `on_bad_row="skip"` a dataset's bad rows leave the
+    errors for `rejected_index.jsonl` (a dialogue with extra turns is a decision, not a
+    bad row, and stays for the overflow decision)."""
+    skipping = {ds for ds, plan in plans.items() if plan.bad_rows.skip}
+    if not skipping:
+        return pending, p | "NoRejectedRows" >> beam.Create([])
+
+    def rejected(error, _):
+        return int(error.dataset in skipping and not isinstance(error, ExtraTurnsPending))
+
+    errors, rows = pending | "BadRows" >> beam.Partition(rejected, 2)
+    return errors, rows
+
+
 def read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
-    """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts.
-    `warm_key`: helper encoder processes the driver already started (`warm_helpers`)."""
+    """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts and
+    the rows rejected under `on_bad_row="skip"` (which take no sample id).
+    `warm_key`: helper encoder processes the driver already started (`warm_helpers`).
+    Returns (numbering, pending errors, tokenized batches, rejected rows)."""
     from mintdim_beam.runtime.options import encoder_processes, is_single_process, max_line_bytes
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
@@ -52,18 +69,22 @@ def read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
     spread = not is_single_process(p.options)
     read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes, spread=spread,
                                         max_line_bytes=max_line_bytes(p.options))
-    numbering = read[COUNTS] | "NumberLines" >> ApplyToAll(
-        lambda counts: number_ranges([datasets[d] for d in sorted(datasets)], dict(counts)))
     rendered = read["batches"] | "Render" >> Render(plans)
+    errors, rejected = split_rejected(p, plans, rendered[ERRORS])
+    numbering = read[COUNTS] | "NumberLines" >> ApplyToAll(
+        lambda counts, gone: number_ranges([datasets[d] for d in sorted(datasets)],
+                                           dict(counts),
+                                           [(e.order[:3], e.local_sample) for e in gone]),
+        beam.pvalue.AsList(rejected))
     tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(
         plans, encoder_processes(p.options), warm_key, {r.key: r.start for r in ranges})
-    return numbering, rendered[ERRORS], tokenized
+    return numbering, errors, tokenized, rejected
 
 
 def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | None = None):
     """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    numbering, bad_lines, tokenized = read_and_tokenize(p, plans, ranges, warm_key)
+    numbering, bad_lines, tokenized, rejected = read_and_tokenize(p, plans, ranges, warm_key)
     from mintdim_beam.runtime.options import max_line_bytes, stages_records
 
     staging = StageRecords(plans, stages_records(p.options))
@@ -91,14 +112,14 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     return p | "Finalize" >> Finalize(plans, datasets, {
         "errors": errors, "numbering": numbering, "overflow_plans": overflow_plans,
         "stats": stats, "index_parts": index_parts, "dup_parts": dup_parts,
-        "shards": shards}, inputs=manifest_inputs(ranges))
+        "shards": shards, "rejected": rejected}, inputs=manifest_inputs(ranges))
 
 
 def expand_overflow_survey(p, plans: dict, ranges, result_path: str):
     """Planning pass for the interactive prompt: the overflow candidates and the first
     bad line, pickled to `result_path` for the driver to ask about."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    numbering, bad_lines, tokenized = read_and_tokenize(p, plans, ranges)
+    numbering, bad_lines, tokenized, _ = read_and_tokenize(p, plans, ranges)
     candidates = (tokenized
                   | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
                   | "Number" >> ApplyToAll(lambda c, num: number_candidates(c, datasets, num),

@@ -12,6 +12,7 @@ import pickle
 import tempfile
 from pathlib import Path
 
+from mintdim_beam.core.config.bad_rows import BadRows, bad_rows
 from mintdim_beam.core.config.prepare import prepare
 from mintdim_beam.core.config.unit_config import resolve_datasets
 from mintdim_beam.core.errors import (PipelineValidationError, TemplateRoundTripError,
@@ -154,7 +155,8 @@ def _output_summary(plan, run) -> dict:
             "samples_with_unk": stats["samples_with_unk"],
             "duplicate_groups": stats["duplicate_groups"],
             "sizes": manifest["units"]["sizes"],
-            "lossy_samples": manifest["round_trip"]["lossy_samples"]}
+            "lossy_samples": manifest["round_trip"]["lossy_samples"],
+            **({"rejected_rows": manifest["rejected"]} if "rejected" in manifest else {})}
 
 
 def worker_paths(datasets, outputs: bool) -> list:
@@ -167,10 +169,12 @@ def worker_paths(datasets, outputs: bool) -> list:
 
 
 def run_build(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
-              pipeline_options=None, on_lossy: str = "continue") -> dict:
+              pipeline_options=None, on_lossy: str = "continue", on_bad_row: str = "abort",
+              max_rejected: float | None = None) -> dict:
     """Build and wait; returns {"outputs": [...]} as documented for `run()`. With
     `--no_wait` the outputs only name their directories and carry "state": "submitted"."""
-    outputs, _ = launch(raw, on_template_unk, on_overflow, pipeline_options, on_lossy)
+    outputs, _ = launch(raw, on_template_unk, on_overflow, pipeline_options, on_lossy,
+                        bad_rows(on_bad_row, max_rejected))
     return {"outputs": outputs}
 
 
@@ -188,7 +192,7 @@ def group_size_stats(pipeline_result) -> dict:
 
 
 def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
-           pipeline_options=None, on_lossy: str = "continue"):
+           pipeline_options=None, on_lossy: str = "continue", rows: BadRows = BadRows()):
     """Validate, prepare, run and wait; returns (outputs, Beam PipelineResult).
 
     Config errors are raised before anything is written. The output directories are
@@ -200,7 +204,8 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
     datasets = [dataclasses.replace(d, run_id=run_id) for d in resolve_datasets(raw)]
     for dataset in datasets:
         check_free(dataset.output_path, dataset.output_given)
-    plans = {d.index: dataclasses.replace(prepare(d), on_lossy=on_lossy) for d in datasets}
+    plans = {d.index: dataclasses.replace(prepare(d), on_lossy=on_lossy, bad_rows=rows)
+             for d in datasets}
     run = RunShape(pipeline_options)
     progress_interval()  # the environment's settings, checked before the claim
     run.check_paths(worker_paths(datasets, outputs=True))

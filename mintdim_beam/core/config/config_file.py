@@ -6,8 +6,9 @@ import json
 from mintdim_beam.core.errors import MintDimFileNotFoundError, PipelineValidationError
 from mintdim_beam.core.files import storage
 
-KEYS = ("source", "tokenizer", "units", "output", "on_overflow", "on_template_unk", "on_lossy")
-PACK_KEYS = ("source", "tokenizer", "pack", "output")
+KEYS = ("source", "tokenizer", "units", "output", "on_overflow", "on_template_unk", "on_lossy",
+        "on_bad_row", "max_rejected")
+PACK_KEYS = ("source", "tokenizer", "pack", "output", "on_bad_row", "max_rejected")
 
 
 def load_config(path: str, keys=KEYS) -> dict:

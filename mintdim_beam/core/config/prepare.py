@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from mintdim_beam.core.chat import (BUILTIN_TEMPLATES, ChatTemplate, TemplateSourceError,
                                     builtin_template)
 from mintdim_beam.core.chat.templates import TemplateBug
+from mintdim_beam.core.config.bad_rows import BadRows
 from mintdim_beam.core.config.sources import DialogueSource, dialogue_template
 from mintdim_beam.core.config.unit_config import Dataset
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, PipelineValidationError,
@@ -46,6 +47,7 @@ class DatasetPlan:
     card: dict = field(default_factory=dict)  # the tokenizer card (`tokenizer_card`)
     id_bound: int = 0  # above every id the tokenizer can produce (the dtype's choice)
     on_lossy: str = "continue"  # a lossy sample: recorded, or the build fails ("abort")
+    bad_rows: BadRows = BadRows()  # a row that cannot become a sample (`bad_rows`)
     # What encodes the dataset's text (`engine_choice`): decided here, used by workers.
     engine: str = "tokenizers"
 

@@ -9,6 +9,7 @@ process boundary (e.g. from a Beam worker back to the caller) and rebuild it
 as the same class; pickling goes through the same path.
 """
 
+from mintdim_beam.core.errors.bad_rows import TooManyRejectedError
 from mintdim_beam.core.errors.base import ERROR_CLASSES, MintDimError, error_from_payload
 from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashError,
                                            OutputCleanError, OutputWriteError,
@@ -32,6 +33,7 @@ from mintdim_beam.core.errors.seed import (FieldMappingError, MintDimFileNotFoun
                                            UnitOverflowError, UnitValidationError)
 
 __all__ = [
+    "TooManyRejectedError",
     "ERROR_CLASSES",
     "MintDimError",
     "PipelineValidationError",

@@ -66,8 +66,12 @@ class MintDimError(Exception):
         return f"{type(self).__name__}({args})"
 
     def to_payload(self) -> dict[str, Any]:
-        """``{"class": name, "kwargs": kwargs}`` (JSON-serialisable)."""
-        return {"class": type(self).__name__, "kwargs": dict(self.kwargs)}
+        """``{"class": name, "kwargs": kwargs}`` (JSON-serialisable), and the error's
+        notes (`add_note`: what else the build found) when it has any."""
+        payload = {"class": type(self).__name__, "kwargs": dict(self.kwargs)}
+        if getattr(self, "__notes__", None):
+            payload["notes"] = list(self.__notes__)
+        return payload
 
     def __reduce__(self):
         return (error_from_payload, (self.to_payload(),))
@@ -79,4 +83,7 @@ def error_from_payload(payload: dict[str, Any]) -> MintDimError:
     cls = ERROR_CLASSES.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown MintDim error class in payload: {name!r}")
-    return cls(**payload.get("kwargs", {}))
+    error = cls(**payload.get("kwargs", {}))
+    for note in payload.get("notes", ()):
+        error.add_note(str(note))
+    return error

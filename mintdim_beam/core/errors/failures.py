@@ -28,6 +28,7 @@ class PendingError:
     cls: str
     kwargs: dict
     locator: str  # "file_line": kwargs get file= and line=; "sample": sample="file:line"
+    local_sample: int = -1  # the line's sample number in its range (-1: not known)
 
     @property
     def order(self) -> tuple:
@@ -39,7 +40,6 @@ class LongLinePending(PendingError):
     """A line over --max_line_bytes: a `SourceParseError`, unless the overflow policy is
     `skip`, which drops it and indexes it (so it keeps its sample's number)."""
 
-    local_sample: int = 0
     line_bytes: int = 0
 
 
@@ -48,7 +48,6 @@ class ExtraTurnsPending(PendingError):
     """A dialogue with more trained turns than `max_turns` under `on_extra_turns="skip"`:
     never an error, always skipped and indexed (it keeps its sample's number)."""
 
-    local_sample: int = 0
     trained_turns: int = 0
 
 
@@ -64,6 +63,33 @@ def resolve(pending: PendingError, numbering: dict, datasets) -> dict:
         kwargs["file"] = source_file
         kwargs["line"] = line
     return {"class": pending.cls, "kwargs": kwargs}
+
+
+def one_line(payload: dict) -> str:
+    """What is wrong with a row, in one line (for `rejected_index.jsonl` and notes)."""
+    kw = payload.get("kwargs", {})
+    if kw.get("reason"):
+        return str(kw["reason"])
+    if kw.get("problem"):
+        at = kw.get("message_index")
+        return str(kw["problem"]) + ("" if at is None else f" (message {at})")
+    if kw.get("invalid_field") is not None:
+        return (f"field {kw['invalid_field']!r} is {kw.get('invalid_type')}, not a string, "
+                "number or boolean")
+    if kw.get("missing_fields"):
+        keys = ", ".join(kw.get("available_keys") or []) or "none"
+        return f"missing field(s) {', '.join(kw['missing_fields'])} (the row has: {keys})"
+    text = str(error_from_payload(payload)).split("\n", 1)[0]
+    return text.split(": ", 1)[-1]
+
+
+def rejected_row(pending: PendingError, numbering: dict, datasets) -> dict:
+    """A row of `rejected_index.jsonl`: where the row is, its error class and why."""
+    payload = resolve(pending, numbering, datasets)
+    line_offset, _ = numbering[(pending.dataset, pending.file_pos, pending.range_no)]
+    return {"source_file": datasets[pending.dataset].files[pending.file_pos].given,
+            "source_line": line_offset + pending.local_line + 1,
+            "error": payload["class"], "reason": one_line(payload)}
 
 
 class WorkerFailure(RuntimeError):

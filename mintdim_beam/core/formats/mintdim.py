@@ -19,6 +19,7 @@ UNK_INDEX = "unk_index.jsonl"
 OVERFLOW_INDEX = "overflow_index.jsonl"
 DUPLICATE_INDEX = "duplicate_index.jsonl"
 LOSSY_INDEX = "lossy_index.jsonl"  # ours: samples whose ids do not decode to their text
+REJECTED_INDEX = "rejected_index.jsonl"  # ours: rows left out under on_bad_row="skip"
 # Why `truncate` skipped a dialogue record (an overflow row's "reason", ours).
 CUT_REASON_CHAT = "no whole trained turn fits the largest unit"
 CUT_REASON_PREFERENCE = ("no preference left after truncation: the completions are cut to "

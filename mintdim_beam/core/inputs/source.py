@@ -263,21 +263,42 @@ class RangeBatches:
 
 class Numbering(dict):
     """(dataset, file, range) -> (line offset, sample offset); `totals[dataset]` holds the
-    dataset's sample count."""
+    dataset's sample count; `rejected[(dataset, file, range)]` the sorted local sample
+    numbers of the range's rows rejected under `on_bad_row="skip"`, which take no id."""
 
-    def __init__(self, offsets: dict, totals: dict):
+    def __init__(self, offsets: dict, totals: dict, rejected: dict | None = None):
         super().__init__(offsets)
         self.totals = totals
+        self.rejected = rejected or {}
+
+    def sample_ids(self, key, local):
+        """The sample ids of local sample numbers (an int or an int64 array) of the
+        range `key`: dense over the accepted rows."""
+        offset = self[key][1]
+        gaps = self.rejected.get(key)
+        if gaps is None:
+            return offset + local
+        import numpy as np
+
+        return offset + local - np.searchsorted(gaps, local)
 
     def __reduce__(self):
-        return (Numbering, (dict(self), self.totals))
+        return (Numbering, (dict(self), self.totals, self.rejected))
 
 
-def number_ranges(datasets, counts: dict) -> Numbering:
-    """Per-range (line offset, sample offset) from per-range (lines, samples) counts.
+def number_ranges(datasets, counts: dict, rejected=()) -> Numbering:
+    """Per-range (line offset, sample offset) from per-range (lines, samples) counts and
+    the (range key, local sample) of every rejected row.
 
-    Line numbers restart in every file; sample ids run across the files of a dataset.
+    Line numbers restart in every file; sample ids run across the files of a dataset,
+    over the rows that became samples.
     """
+    import numpy as np
+
+    gaps: dict = {}
+    for key, local_sample in rejected:
+        gaps.setdefault(tuple(key), []).append(local_sample)
+    gaps = {key: np.unique(np.asarray(found, dtype=np.int64)) for key, found in gaps.items()}
     offsets, totals = {}, {}
     ranges_by_file: dict[tuple[int, int], list[int]] = {}
     for (ds, file_pos, range_no) in counts:
@@ -291,6 +312,6 @@ def number_ranges(datasets, counts: dict) -> Numbering:
                 offsets[key] = (line_offset, sample_offset)
                 lines, samples = counts[key]
                 line_offset += lines
-                sample_offset += samples
+                sample_offset += samples - (len(gaps[key]) if key in gaps else 0)
         totals[dataset.index] = sample_offset
-    return Numbering(offsets, totals)
+    return Numbering(offsets, totals, gaps)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 import numpy as np
 
@@ -68,6 +69,10 @@ def parse_row(chunk_key, local_line, text):
         row, end = _SCAN(text, 0)
         if end != len(text):
             raise ValueError("extra data")
+    except RecursionError:  # Python's parser recurses per level: 200k levels end here
+        return None, _parse_error(chunk_key, local_line,
+                                  "JSON nested too deeply to parse (arrays or objects "
+                                  "nested thousands of levels)")
     except (StopIteration, ValueError):
         try:  # json.loads has the canonical message for every syntax error
             json.loads(text)
@@ -86,6 +91,16 @@ def layout_for(plan):
     return Layout(plan)
 
 
+def numbered(errors, entries):
+    """The errors with their lines' sample numbers: a row rejected under
+    `on_bad_row="skip"` gives its number up, so the ids after it close the gap."""
+    if not errors:
+        return errors
+    samples = {local_line: sample for sample, local_line, _, _ in entries}
+    return [e if e.local_sample >= 0 else replace(e, local_sample=samples[e.local_line])
+            for e in errors]
+
+
 def render_entries(layout, chunk_key, entries):
     """(local sample, local line, text, problem) entries -> (batch or None, errors).
 
@@ -95,7 +110,8 @@ def render_entries(layout, chunk_key, entries):
     first_sample, which say how the helpers split the batch
     (`encode_batch.share_bounds`); errors: one `PendingError` per bad line."""
     if isinstance(layout, DialogueLayout):
-        return render_dialogue_entries(layout, chunk_key, entries, parse_row, _bad_line)
+        batch, errors = render_dialogue_entries(layout, chunk_key, entries, parse_row, _bad_line)
+        return batch, numbered(errors, entries)
     declared, slot_values, slot_names = layout.declared, layout.slot_values, layout.slot_names
     parts, slot_parts = list(layout.parts), layout.slot_parts
     sha256, only_str = hashlib.sha256, {str}
@@ -142,6 +158,7 @@ def render_entries(layout, chunk_key, entries):
         digests.append(sha256(encoded).hexdigest())
         if "" in rendered:
             empty[len(samples) - 1] = [n for n, v in zip(slot_names, rendered) if not v]
+    errors = numbered(errors, entries)
     if not samples:
         return None, errors
     return {"samples": np.asarray(samples, dtype=np.int64),

@@ -144,10 +144,11 @@ def number_candidates(candidates, datasets, numbering) -> dict:
     by_ds: dict = {}
     for chunk_key, entries in candidates:
         ds, file_pos, range_no, _ = chunk_key
-        line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
+        line_offset, _ = numbering[(ds, file_pos, range_no)]
         source_file = datasets[ds].files[file_pos].given
         by_ds.setdefault(ds, []).extend(
-            Candidate(order=chunk_key + (j, local_line), sample_id=sample_offset + local_sample,
+            Candidate(order=chunk_key + (j, local_line),
+                      sample_id=int(numbering.sample_ids((ds, file_pos, range_no), local_sample)),
                       token_count=token_count, source_file=source_file,
                       source_line=line_offset + local_line + 1,
                       trained_kept=None if trained_kept < 0 else trained_kept,
@@ -184,7 +185,7 @@ class AssignFn(beam.DoFn):
         plan = self._plans[ds]
         dataset = plan.dataset
         file_json = fmt.json_string(dataset.files[file_pos].given)
-        line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
+        line_offset, _ = numbering[(ds, file_pos, range_no)]
         lengths, tokens = batch["lengths"].copy(), batch["tokens"]  # inputs are shared: copy
         totals = lengths.sum(axis=1)
         declared = assign_declared(dataset.sizes, totals)
@@ -235,7 +236,7 @@ class AssignFn(beam.DoFn):
         shards = ranks // dataset.samples_per_shard
 
         idx = written.tolist()
-        sample_id_arr = sample_offset + batch["samples"]
+        sample_id_arr = numbering.sample_ids((ds, file_pos, range_no), batch["samples"])
         line_arr = line_offset + 1 + batch["lines"]
         sample_ids, lines = sample_id_arr.tolist(), line_arr.tolist()
         unit_l, keep_l, shard_l = units.tolist(), keep.tolist(), shards.tolist()

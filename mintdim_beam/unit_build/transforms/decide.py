@@ -60,23 +60,24 @@ def candidate_tables(candidates, long_lines, numbering) -> dict:
     tables = {ds: np.full((n, COLUMNS), -1, dtype=np.int64) for ds, n in rows.items()}
     filled = dict.fromkeys(rows, 0)
     for (ds, file_pos, range_no, batch_no), entries in candidates:
-        line_offset, sample_offset = numbering[(ds, file_pos, range_no)]
+        line_offset, _ = numbering[(ds, file_pos, range_no)]
         j, local_sample, local_line, tokens, trained_kept, part, kept = np.asarray(entries).T
         at = filled[ds]
         table = tables[ds][at:at + len(j)]
         filled[ds] = at + len(j)
-        table[:, SID], table[:, LINE] = sample_offset + local_sample, local_line
+        table[:, SID] = numbering.sample_ids((ds, file_pos, range_no), local_sample)
+        table[:, LINE] = local_line
         table[:, FILE], table[:, RANGE], table[:, BATCH], table[:, J] = \
             file_pos, range_no, batch_no, j
         table[:, SOURCE_LINE] = line_offset + local_line + 1
         table[:, TOKENS], table[:, TRAINED_KEPT], table[:, PART] = tokens, trained_kept, part
         table[:, KEPT] = kept
     for pending in long_lines:
-        line_offset, sample_offset = numbering[pending.order[:3]]
+        line_offset, _ = numbering[pending.order[:3]]
         row = tables[pending.dataset][filled[pending.dataset]]
         filled[pending.dataset] += 1
         row[[SID, FILE, RANGE, LINE, SOURCE_LINE]] = (
-            sample_offset + pending.local_sample, pending.file_pos, pending.range_no,
+            numbering.sample_ids(pending.order[:3], pending.local_sample), pending.file_pos, pending.range_no,
             pending.local_line, line_offset + pending.local_line + 1)
         row[LINE_BYTES] = getattr(pending, "line_bytes", -1)
         row[TRAINED_TURNS] = getattr(pending, "trained_turns", -1)

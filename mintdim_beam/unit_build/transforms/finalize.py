@@ -9,7 +9,8 @@ import json
 import apache_beam as beam
 
 from mintdim_beam.core.config.unit_config import dataset_config
-from mintdim_beam.core.errors.failures import WorkerFailure
+from mintdim_beam.core.config.bad_rows import exceeds
+from mintdim_beam.core.errors.failures import WorkerFailure, rejected_row
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
 from mintdim_beam.core.formats import mintdim as fmt
@@ -32,6 +33,25 @@ def first_lossy(plan, part_path: str) -> dict:
         "source": row["source"], "decoded": row["decoded"]}}
 
 
+def rejected_rows(plan, rejected, numbering) -> list[dict]:
+    """The dataset's rejected rows in file and line order (`rejected_index.jsonl`)."""
+    ds = plan.dataset.index
+    mine = sorted((e for e in rejected if e.dataset == ds), key=lambda e: e.order)
+    return [rejected_row(e, numbering, {ds: plan.dataset}) for e in mine]
+
+
+def check_rejected(plan, rows: list, accepted: int) -> None:
+    """Stop before the manifest when more rows were bad than `max_rejected` allows."""
+    policy = plan.bad_rows
+    total = accepted + len(rows)
+    if exceeds(policy, len(rows), total):
+        first = [f"{r['source_file']}:{r['source_line']}: {r['error']}: {r['reason']}"
+                 for r in rows[:5]]
+        raise WorkerFailure({"class": "TooManyRejectedError", "kwargs": {
+            "output": plan.dataset.output_given, "rejected": len(rows), "rows": total,
+            "max_rejected": policy.max_rejected, "first": first}})
+
+
 class FinalizeFn(beam.DoFn):
     def __init__(self, plans: dict, inputs: dict | None = None):
         self._plans = plans
@@ -41,11 +61,14 @@ class FinalizeFn(beam.DoFn):
     def start_bundle(self):
         self._faults.start_bundle()
 
-    def process(self, ds, error, packed_plans, stats, index_parts, dup_parts, shards):
+    def process(self, ds, error, packed_plans, stats, index_parts, dup_parts, shards,
+                rejected, numbering):
         overflow_plans = packed_plans.unpack()
         if error is not None:
             raise WorkerFailure(error)
         plan = self._plans[ds]
+        rows = rejected_rows(plan, rejected, numbering) if plan.bad_rows.skip else []
+        check_rejected(plan, rows, numbering.totals.get(ds, 0))
         out = plan.dataset.output_path
         sizes = overflow_plans[ds].sizes
 
@@ -70,6 +93,8 @@ class FinalizeFn(beam.DoFn):
                       for d, part, path, groups, samples in dup_parts if d == ds)
         concat(fmt.DUPLICATE_INDEX, [d[1] for d in dups])
         concat(fmt.OVERFLOW_INDEX, [overflow_plans[ds].rows_path])  # written by the decision
+        if plan.bad_rows.skip:
+            write(fmt.REJECTED_INDEX, "".join(fmt.jsonl_row(r) for r in rows))
 
         summary = stats.get(ds, _EMPTY_STATS)
         distribution = {int(k): v for k, v in summary["unit_distribution"].items()}
@@ -84,6 +109,10 @@ class FinalizeFn(beam.DoFn):
         ours = {"mintdim_beam_version": __version__}
         if ds in self._inputs:
             ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
+        if plan.bad_rows.skip:  # the rows that did not become samples, and the policy
+            ours["rejected"] = len(rows)
+            ours["bad_rows"] = plan.bad_rows.manifest_block(
+                len(rows), numbering.totals.get(ds, 0) + len(rows))
         ours["build_config"] = dataset_config(plan.dataset)  # what `verify --deep` rebuilds
         if plan.facts is not None:  # each special id and where it came from
             ours["special_tokens"] = plan.facts.manifest_block()
@@ -122,4 +151,6 @@ class Finalize(beam.PTransform):
                     beam.pvalue.AsDict(s["stats"]),
                     beam.pvalue.AsList(s["index_parts"]),
                     beam.pvalue.AsList(s["dup_parts"]),
-                    beam.pvalue.AsList(s["shards"])))
+                    beam.pvalue.AsList(s["shards"]),
+                    beam.pvalue.AsList(s["rejected"]),
+                    beam.pvalue.AsSingleton(s["numbering"])))

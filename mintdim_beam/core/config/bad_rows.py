@@ -1,0 +1,47 @@
+"""What a build does with a row that cannot become a sample (invalid JSON, not an
+object, a schema error, invalid UTF-8, a line over --max_line_bytes): `abort` (the
+default, mintdim's behaviour) raises the first one; `skip` leaves it out, records it in
+`rejected_index.jsonl` and stops only when more than `max_rejected` of the rows are bad,
+so a wrong schema never gives a quietly empty dataset."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mintdim_beam.core.errors import PipelineValidationError
+
+POLICIES = ("abort", "skip")
+DEFAULT_MAX_REJECTED = 0.01
+
+
+@dataclass(frozen=True)
+class BadRows:
+    policy: str = "abort"
+    max_rejected: float = DEFAULT_MAX_REJECTED  # a fraction of the dataset's rows
+
+    @property
+    def skip(self) -> bool:
+        return self.policy == "skip"
+
+    def manifest_block(self, rejected: int, rows: int) -> dict:
+        return {"on_bad_row": self.policy, "max_rejected": self.max_rejected,
+                "rejected": rejected, "rows": rows}
+
+
+def bad_rows(on_bad_row="abort", max_rejected=None) -> BadRows:
+    """The checked policy (a config error before any output)."""
+    if on_bad_row is None:
+        on_bad_row = "abort"
+    if on_bad_row not in POLICIES:
+        raise PipelineValidationError(missing=[
+            f"on_bad_row (one of {', '.join(POLICIES)}; got {on_bad_row!r})"])
+    if max_rejected is None:
+        max_rejected = DEFAULT_MAX_REJECTED
+    if type(max_rejected) not in (int, float) or not 0 <= max_rejected <= 1:
+        raise PipelineValidationError(missing=[
+            f"max_rejected (a fraction of the rows from 0 to 1; got {max_rejected!r})"])
+    return BadRows(on_bad_row, float(max_rejected))
+
+
+def exceeds(policy: BadRows, rejected: int, rows: int) -> bool:
+    """More rows rejected than the policy allows (`rows`: accepted + rejected)."""
+    return rejected > 0 and rejected > policy.max_rejected * rows
