@@ -9,6 +9,7 @@ from mintdim_beam.core.errors.failures import one_line, resolve
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
 
 NAMED = 5  # bad rows named in the note after the first
+BAD_ROW_CLASSES = ("SourceParseError", "SampleSchemaError")  # not a unit decision
 
 
 def first_error(pending_errors, numbering, datasets):
@@ -18,7 +19,7 @@ def first_error(pending_errors, numbering, datasets):
         return None
     ordered = sorted(pending_errors, key=lambda e: e.order)
     payload = resolve(ordered[0], numbering, datasets)
-    rows = [e for e in ordered[1:] if e.local_sample >= 0]  # bad rows, not decisions
+    rows = [e for e in ordered[1:] if e.cls in BAD_ROW_CLASSES]
     if rows:
         named = []
         for pending in rows[:NAMED]:
