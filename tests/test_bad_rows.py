@@ -7,6 +7,7 @@ blank: blank lines take no sample id and keep every line number) built under `ab
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -145,6 +146,16 @@ def test_verify_and_report_read_the_rejected_rows(skipped_build, tmp_path):
     assert f"{len(BAD) - 1} rows but manifest.json counts {len(BAD)} rejected" in bad.stdout
     (copy / "rejected_index.jsonl").write_text("".join(reversed(lines)))  # out of order
     assert "is not after the row before it" in cli(tmp_path, "verify", "out").stdout
+    # a good line listed as rejected: --deep reads it again (inputs from the build's dir)
+    forged = "".join([lines[0].replace('"source_line": 4', '"source_line": 5')] + lines[1:])
+    (copy / "rejected_index.jsonl").write_text(forged)
+    manifest = json.loads((copy / "manifest.json").read_text())  # its sum made to agree
+    manifest["checksums"]["files"]["rejected_index.jsonl"] = {
+        "bytes": len(forged.encode()), "sha256": hashlib.sha256(forged.encode()).hexdigest()}
+    (copy / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=2))
+    deep = cli(skipped_build.parent, "verify", str(copy), "--deep")
+    assert "data.jsonl line 5 is listed as rejected but reads and renders as a sample" in \
+        deep.stdout, deep.stdout
 
 
 def test_abort_raises_the_first_and_names_the_others(tmp_path, tokenizers_dir):

@@ -42,9 +42,13 @@ class DeepChecks:
         if not picked:
             return
         truncated = self._truncated()
-        fresh = _retokenize(plan, {row["source_file"] for _, _, row in picked},
-                            {(row["source_file"], row["source_line"]) for _, _, row in picked},
-                            self.p)
+        rejected = self._deep_rejected(count)
+        wanted = {(row["source_file"], row["source_line"]) for _, _, row in picked}
+        fresh = _retokenize(plan, {f for f, _ in wanted | rejected}, wanted | rejected, self.p,
+                            rejected)
+        for where in sorted(rejected - fresh.bad):  # on_bad_row: skip
+            self.p.add(fmt.REJECTED_INDEX, None, f"{where[0]} line {where[1]} is listed as "
+                       "rejected but reads and renders as a sample now")
         from mintdim_beam.read.build import open_build
         from mintdim_beam.unit_build.transforms.assign import truncation_rule
 
@@ -109,6 +113,21 @@ class DeepChecks:
                 seen[unit] += 1
         return picked
 
+    def _deep_rejected(self, count: int) -> set:
+        """Up to `count` rows of rejected_index.jsonl, evenly spaced, as (file, line):
+        each must still fail to become a sample. Lines over --max_line_bytes are read
+        without the limit here, so they are left out."""
+        rel = fmt.REJECTED_INDEX
+        if rel not in self.files:
+            return set()
+        rows = [json.loads(line) for line in
+                storage.read_bytes(storage.join(self.out, rel)).decode("utf-8").splitlines()]
+        rows = [r for r in rows if "--max_line_bytes" not in str(r.get("reason"))]
+        if not rows:
+            return set()
+        chosen = np.linspace(0, len(rows) - 1, min(count, len(rows))).round().astype(int)
+        return {(rows[i]["source_file"], rows[i]["source_line"]) for i in set(chosen.tolist())}
+
     def _truncated(self) -> dict:
         """{(sample_id, part): the largest unit it was cut to} from overflow_index.jsonl."""
         out = {}
@@ -154,10 +173,12 @@ class _Fresh(dict):
     def __init__(self):
         super().__init__()
         self.lines = set()
+        self.bad = set()  # the expected bad rows that are bad rows still
 
 
-def _retokenize(plan, files: set, wanted: set, problems) -> _Fresh:
-    """Read, render and encode the `wanted` (file, line) pairs as the build does."""
+def _retokenize(plan, files: set, wanted: set, problems, rejected: set = frozenset()) -> _Fresh:
+    """Read, render and encode the `wanted` (file, line) pairs as the build does; of the
+    `rejected` ones (rows the build left out) an error is expected, not reported."""
     from mintdim_beam.core.inputs.input_files import open_range
     from mintdim_beam.core.inputs.source import RangeBatches, plan_ranges
     from mintdim_beam.core.render.render_batch import layout_for, render_entries
@@ -180,6 +201,9 @@ def _retokenize(plan, files: set, wanted: set, problems) -> _Fresh:
                 entries += [e for e in batch if e[1] in lines]
         batch, errors = render_entries(layout, byte_range.key + (0,), entries)
         for error in errors:
+            if (given, error.local_line + 1) in rejected:
+                fresh.bad.add((given, error.local_line + 1))
+                continue
             problems.add(given, None, f"--deep: line {error.local_line + 1} no longer renders "
                          f"({error.cls}: {error.kwargs})")
         if batch is None:
