@@ -41,6 +41,9 @@ CONFIG_HELP = """CONFIG keys (YAML or JSON; paths relative to the working direct
   on_template_unk: abort | continue | prompt                 (default prompt)
   on_lossy: continue | abort   (default continue: text the tokenizer cannot carry is a
                                 warning and a lossy_index.jsonl row)
+  on_bad_row: abort | skip     (default abort: a row that cannot become a sample is an
+                                error; skip: left out, a rejected_index.jsonl row)
+  max_rejected: FRACTION       (default 0.01: under skip, more rejected rows is an error)
 
 Each list is shared (length 1) or mapped per input file (length N), as in the Python API.
 Unknown top-level, tokenizer, chat and preference keys are refused. Reference:

@@ -13,6 +13,7 @@ from mintdim_beam.unit_build.units import decide_overflows, fixed_chooser, scrip
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.config.unit_config import InputFile
 from mintdim_beam.core.errors.failures import ExtraTurnsPending, LongLinePending
+from mintdim_beam.core.inputs.source import Numbering
 
 SIZES = (8, 16)
 
@@ -29,7 +30,7 @@ def _inputs(seed: int):
     split dialogue parts (one sample_id, several records) and some without trained
     tokens left; the numbering; two long lines and a skipped dialogue."""
     rng = np.random.default_rng(seed)
-    numbering = {(0, 0, 0): (0, 0), (0, 0, 1): (40, 30), (0, 1, 0): (0, 60)}
+    numbering = Numbering({(0, 0, 0): (0, 0), (0, 0, 1): (40, 30), (0, 1, 0): (0, 60)}, {})
     candidates = []
     for file_pos, range_no, batch_no in [(0, 1, 0), (0, 0, 1), (0, 0, 0), (0, 1, 2), (1, 0, 0)]:
         n = int(rng.integers(1, 6))
