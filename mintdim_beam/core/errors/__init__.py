@@ -10,6 +10,7 @@ as the same class; pickling goes through the same path.
 """
 
 from mintdim_beam.core.errors.base import ERROR_CLASSES, MintDimError, error_from_payload
+from mintdim_beam.core.errors.config_keys import ConfigUnknownKeyError, ConfigValueError
 from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashError,
                                            OutputCleanError, OutputWriteError,
                                            ReaderArgumentError, ReaderStateError, ScratchSpaceError,
@@ -52,6 +53,8 @@ __all__ = [
     "OutputValidationError",
     "TokenDTypeCapacityError",
     "SamplesPerShardError",
+    "ConfigUnknownKeyError",
+    "ConfigValueError",
     "SourceChangedError",
     "SourceFormatError",
     "EncoderCrashError",
