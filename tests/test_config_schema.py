@@ -220,6 +220,9 @@ def test_bad_row_keys_are_known_and_their_values_checked(tmp_path):
         for bad in (2, -0.1, "0.1", True):
             with pytest.raises(errors.ConfigValueError, match="max_rejected"):
                 load_config(str(_dump(tmp_path, {**doc, "max_rejected": bad})), keys)
+    for resolve, doc in ((resolve_datasets, UNIT), (resolve_pack, PACK)):  # the API's path
+        with pytest.raises(errors.ConfigValueError, match="Key: on_bad_row"):
+            resolve({**doc, "on_bad_row": "skp"})
     assert schema.UNIT_BUILD.keys["on_bad_row"].default == "abort"
     assert schema.PACK_BUILD.keys["max_rejected"].default == 0.01
 

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from mintdim_beam.core.config import schema
-from mintdim_beam.core.config.schema import PACK_BUILD, check_keys
+from mintdim_beam.core.config.schema import PACK_BUILD, check_keys, check_run_options
 from mintdim_beam.core.config.unit_config import (InputFile, check_arity, check_source,
                                                   check_tokenizer)
 from mintdim_beam.core.errors import PackValidationError, PipelineValidationError
@@ -109,6 +109,7 @@ def resolve_pack(raw: dict) -> PackConfig:
     """Validate `raw` (blocks source, tokenizer, pack, output) in unit-build's order,
     after the declared schema's unknown keys (`schema.PACK_BUILD`)."""
     check_keys(raw, PACK_BUILD)
+    check_run_options(raw, PACK_BUILD)  # where a config's run options came along
     _check_missing(raw)
     source = raw["source"]
     if source.get("type", "jsonl") != "jsonl":

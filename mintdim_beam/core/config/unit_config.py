@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mintdim_beam.core.config.schema import UNIT_BUILD, check_keys, suggest
+from mintdim_beam.core.config.schema import UNIT_BUILD, check_keys, check_run_options, suggest
 from mintdim_beam.core.config.sources import DialogueSource, dialogue_source, source_kind
 from mintdim_beam.core.errors import (FieldMappingError, MintDimFileNotFoundError,
                                       OutputMappingError, PipelineValidationError,
@@ -219,6 +219,7 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
     first (the declared schema, `schema.UNIT_BUILD`: a mistake the seed's API cannot
     make), then the seed's order: missing keys, source, tokenizer, units, output."""
     check_keys(raw, UNIT_BUILD)
+    check_run_options(raw, UNIT_BUILD)  # where a config's run options came along
     _check_missing(raw)
     files, fields, templates, dialogue = check_source(raw["source"])
     kind, tokenizers, tokenizer_options = check_tokenizer(raw["tokenizer"])
