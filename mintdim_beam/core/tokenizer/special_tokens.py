@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from mintdim_beam.core.config.schema import (ENGINES, LITERAL_SPECIALS, TOKENIZER, check_keys,
+                                            suggest)
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecialTokenError,
                                       TokenizerValidationError)
 from mintdim_beam.core.files import storage
-
-from mintdim_beam.core.config.schema import (ENGINES, LITERAL_SPECIALS, TOKENIZER, check_keys,
-                                            suggest)
 
 OPTION_KEYS = ("config", "pad_token", "pad_id", "bos", "eos", "literal_specials", "engine",
                "family", "pattern", "special_tokens")
