@@ -17,15 +17,20 @@ setup(
         "matplotlib",  # `mintdim-beam report` figures
         "jinja2>=3.1.6",  # chat templates; older 3.1.x have sandbox escapes (templates are untrusted)
         "tqdm>=4.66",  # the live progress line of a local build
+        "pyyaml>=5.1",  # YAML CONFIG files (`core/config/config_file.py`); was only Beam's
     ],
     extras_require={
         # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.
         # Lower bounds keep pip from backtracking to an s3fs without aiobotocore.
-        "test": ["pytest>=7", "pytest-timeout", "s3fs>=2024.6.0",
+        "test": ["pytest>=7", "pytest-timeout", "s3fs>=2024.6.0", "zstandard",
                  "moto[server]>=5", "gcp-storage-emulator",
                  "transformers",  # chat-template exactness tests; needs no torch
                  "mistral-common==1.13.1"],  # its own encode_chat_completion, its tokenizers
         "aws": ["s3fs>=2024.6.0"],
+        # Imported only when used: .jsonl.zst inputs (without it they are refused before
+        # any output, saying what to install), and the `mintdim_beam.torch` dataset.
+        "zstd": ["zstandard"],
+        "torch": ["torch"],
     },
     entry_points={"console_scripts": ["mintdim-beam=mintdim_beam.cli:console_main"]},
 )

@@ -184,16 +184,18 @@ def test_more_bad_rows_than_max_rejected_stop_the_build(tmp_path, tokenizers_dir
 
 
 @pytest.mark.parametrize("policy, problem", [
-    ({"on_bad_row": "sometimes"}, "on_bad_row (one of abort, skip; got 'sometimes')"),
-    ({"on_bad_row": "skip", "max_rejected": 2}, "max_rejected (a fraction"),
-    ({"on_bad_row": "skip", "max_rejected": "1%"}, "max_rejected (a fraction"),
+    ({"on_bad_row": "skipp"}, "Key: on_bad_row"),
+    ({"on_bad_row": "skip", "max_rejected": 2}, "Key: max_rejected"),
+    ({"on_bad_row": "skip", "max_rejected": "1%"}, "Key: max_rejected"),
 ])
 def test_a_bad_policy_is_a_config_error_before_any_output(tmp_path, tokenizers_dir, policy,
                                                           problem):
     work = _corpus(tmp_path, tokenizers_dir, clean=True)
-    with pytest.raises(errors.PipelineValidationError) as info:
+    with pytest.raises(errors.ConfigValueError) as info:
         _build(work, **policy)
-    assert problem in str(info.value)
+    assert problem in str(info.value) and "Invalid config value" in str(info.value)
+    if policy["on_bad_row"] == "skipp":
+        assert info.value.kwargs["suggestion"] == "skip"
     assert not (work / "out").exists()
 
 

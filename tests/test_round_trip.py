@@ -207,7 +207,7 @@ def test_on_lossy_abort_stops_the_build_at_the_first_lossy_sample(tmp_path):
 
 
 def test_a_bad_on_lossy_is_a_config_error(tmp_path):
-    with pytest.raises(errors.PipelineValidationError, match="run.on_lossy"):
+    with pytest.raises(errors.ConfigValueError, match="Key: on_lossy"):
         _build(tmp_path, [{"q": "x"}], on_lossy="warn")
 
 

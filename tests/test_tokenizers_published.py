@@ -306,8 +306,19 @@ def test_options_apply_to_every_tokenizer_of_a_per_file_list(workdir):
     assert [p.facts.pad.source for p in plans] == ["tokenizer_config pad_token"] * 2
 
 
+def test_an_unknown_tokenizer_key_is_an_unknown_key_before_any_output(workdir):
+    """Was a TokenizerValidationError; issue 30: headed as an unknown key, with the
+    nearest known key (`core.config.schema`)."""
+    raw = _job("hf_json").config()
+    raw["tokenizer"]["padding"] = 0
+    with pytest.raises(errors.ConfigUnknownKeyError) as info:
+        resolve_datasets(raw)
+    assert info.value.kwargs["key"] == "tokenizer.padding"
+    assert info.value.kwargs["suggestion"] == "pad_id"
+    assert not (workdir / "out").exists()
+
+
 @pytest.mark.parametrize("options,component", [
-    ({"padding": 0}, "padding"),
     ({"bos": "yes"}, "bos"),
     ({"eos": 1}, "eos"),
     ({"pad_id": "3"}, "pad_id"),

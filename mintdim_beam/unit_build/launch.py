@@ -14,8 +14,9 @@ from pathlib import Path
 
 from mintdim_beam.core.config.bad_rows import BadRows, bad_rows
 from mintdim_beam.core.config.prepare import prepare
+from mintdim_beam.core.config.schema import LOSSY_POLICIES, check_choice
 from mintdim_beam.core.config.unit_config import resolve_datasets
-from mintdim_beam.core.errors import (PipelineValidationError, TemplateRoundTripError,
+from mintdim_beam.core.errors import (TemplateRoundTripError,
                                       TemplateTokenizerError, error_from_payload)
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import UNIT_BUILD_PER_INPUT_BYTE, check_space, input_bytes
@@ -33,23 +34,17 @@ from mintdim_beam.unit_build.prompts import InteractiveChooser, ask_template_unk
 from mintdim_beam.unit_build.units import (POLICIES, TEMPLATE_UNK_POLICIES, decide_overflows,
                                            fixed_chooser, scripted_chooser)
 
-LOSSY_POLICIES = ("continue", "abort")
-
 
 def log(message: str) -> None:
     say(f"[unit-build] {message}")
 
 
 def check_policies(on_template_unk: str, on_overflow: str, on_lossy: str = "continue") -> None:
-    if on_lossy not in LOSSY_POLICIES:
-        raise PipelineValidationError(missing=[
-            f"run.on_lossy (one of {', '.join(LOSSY_POLICIES)}; got {on_lossy!r})"])
-    if on_template_unk not in TEMPLATE_UNK_POLICIES:
-        raise PipelineValidationError(missing=[
-            f"run.on_template_unk (one of {', '.join(TEMPLATE_UNK_POLICIES)}; got {on_template_unk!r})"])
-    if on_overflow not in POLICIES:
-        raise PipelineValidationError(missing=[
-            f"run.on_overflow (one of {', '.join(POLICIES)}; got {on_overflow!r})"])
+    """The run options' values, named as the config and `run()` name them (a
+    `ConfigValueError` listing the allowed values, the nearest as a suggestion)."""
+    check_choice("on_lossy", on_lossy, LOSSY_POLICIES)
+    check_choice("on_template_unk", on_template_unk, TEMPLATE_UNK_POLICIES)
+    check_choice("on_overflow", on_overflow, POLICIES)
 
 
 def _resolve_template_unk(plans, policy: str, interactive: bool) -> None:

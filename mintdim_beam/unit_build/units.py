@@ -12,8 +12,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-POLICIES = ("prompt", "abort", "truncate", "skip", "extend")
-TEMPLATE_UNK_POLICIES = ("prompt", "abort", "continue")
+from mintdim_beam.core.config.schema import OVERFLOW_POLICIES as POLICIES
+from mintdim_beam.core.config.schema import TEMPLATE_UNK_POLICIES  # noqa: F401 - declared there
 
 
 def smallest_fit(sizes, token_count: int) -> int | None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mintdim_beam.core.errors import PipelineValidationError
-
 POLICIES = ("abort", "skip")
 DEFAULT_MAX_REJECTED = 0.01
 
@@ -28,17 +26,16 @@ class BadRows:
 
 
 def bad_rows(on_bad_row="abort", max_rejected=None) -> BadRows:
-    """The checked policy (a config error before any output)."""
-    if on_bad_row is None:
-        on_bad_row = "abort"
-    if on_bad_row not in POLICIES:
-        raise PipelineValidationError(missing=[
-            f"on_bad_row (one of {', '.join(POLICIES)}; got {on_bad_row!r})"])
-    if max_rejected is None:
-        max_rejected = DEFAULT_MAX_REJECTED
+    """The checked policy (a `ConfigValueError` before any output)."""
+    from mintdim_beam.core.config.schema import BAD_ROWS, check_choice
+    from mintdim_beam.core.errors.config_keys import ConfigValueError
+
+    on_bad_row = "abort" if on_bad_row is None else on_bad_row
+    check_choice("on_bad_row", on_bad_row, POLICIES, BAD_ROWS["on_bad_row"].what)
+    max_rejected = DEFAULT_MAX_REJECTED if max_rejected is None else max_rejected
     if type(max_rejected) not in (int, float) or not 0 <= max_rejected <= 1:
-        raise PipelineValidationError(missing=[
-            f"max_rejected (a fraction of the rows from 0 to 1; got {max_rejected!r})"])
+        raise ConfigValueError(key="max_rejected", value=max_rejected,
+                               expected=BAD_ROWS["max_rejected"].what)
     return BadRows(on_bad_row, float(max_rejected))
 
 

@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import json
 
+from mintdim_beam.core.config.schema import (PACK_BUILD, UNIT_BUILD, Block, check_keys,
+                                            check_run_options)
 from mintdim_beam.core.errors import MintDimFileNotFoundError, PipelineValidationError
 from mintdim_beam.core.files import storage
 
-KEYS = ("source", "tokenizer", "units", "output", "on_overflow", "on_template_unk", "on_lossy",
-        "on_bad_row", "max_rejected")
-PACK_KEYS = ("source", "tokenizer", "pack", "output", "on_bad_row", "max_rejected")
+# The declared schemas of each command's config (`schema`): every block, every key.
+KEYS = UNIT_BUILD
+PACK_KEYS = PACK_BUILD
 
 
-def load_config(path: str, keys=KEYS) -> dict:
-    """The config's mapping; `keys` are the top-level keys its command knows."""
+def load_config(path: str, keys: Block = KEYS) -> dict:
+    """The config's mapping; `keys` is the schema of its command's config: an unknown
+    key in any block, or a run option's bad value, is refused here."""
     resolved = storage.resolve(path)
     if not storage.is_file(resolved):
         raise MintDimFileNotFoundError(context="config", missing_file=path)
@@ -28,7 +31,6 @@ def load_config(path: str, keys=KEYS) -> dict:
         raise PipelineValidationError(missing=[f"a readable config in {path} ({exc})"]) from None
     if not isinstance(doc, dict):
         raise PipelineValidationError(missing=[f"a mapping at the top of {path}"])
-    unknown = sorted(set(doc) - set(keys))
-    if unknown:
-        raise PipelineValidationError(missing=[f"known keys only in {path}: unknown {', '.join(unknown)}"])
+    check_keys(doc, keys)
+    check_run_options(doc, keys)
     return doc

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from mintdim_beam.core.config import schema
+from mintdim_beam.core.config.schema import PACK_BUILD, check_keys, check_run_options
 from mintdim_beam.core.config.unit_config import (InputFile, check_arity, check_source,
                                                   check_tokenizer)
 from mintdim_beam.core.errors import PackValidationError, PipelineValidationError
@@ -22,7 +24,7 @@ from mintdim_beam.core.tokenizer.special_tokens import (TokenizerOptions, read_t
 from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 
 DEFAULT_SHARD_TOKENS = 1 << 29  # 1 GiB of uint16 tokens per shard, as Dolma's default file cap
-PACK_KEYS = ("eod", "seed", "shard_tokens")
+PACK_KEYS = tuple(schema.PACK.keys)  # eod, seed, shard_tokens: declared in the schema
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,7 @@ def _check_pack(block) -> tuple[str | None, int, int]:
     block = {} if block is None else block
     if not isinstance(block, dict):
         raise PipelineValidationError(missing=["pack (a mapping: eod, seed, shard_tokens)"])
-    for key in block:
-        if key not in PACK_KEYS:
-            raise _bad(f"pack.{key}", "unknown_key", key)
+    check_keys(block, schema.PACK, "pack.")
     eod = block.get("eod")
     if eod is not None and (type(eod) is not str or not eod):
         raise _bad("pack.eod", "eod_type", eod)
@@ -106,7 +106,10 @@ def _check_pack(block) -> tuple[str | None, int, int]:
 
 
 def resolve_pack(raw: dict) -> PackConfig:
-    """Validate `raw` (blocks source, tokenizer, pack, output) in unit-build's order."""
+    """Validate `raw` (blocks source, tokenizer, pack, output) in unit-build's order,
+    after the declared schema's unknown keys (`schema.PACK_BUILD`)."""
+    check_keys(raw, PACK_BUILD)
+    check_run_options(raw, PACK_BUILD)  # where a config's run options came along
     _check_missing(raw)
     source = raw["source"]
     if source.get("type", "jsonl") != "jsonl":

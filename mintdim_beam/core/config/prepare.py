@@ -12,8 +12,9 @@ from mintdim_beam.core.chat.templates import TemplateBug
 from mintdim_beam.core.config.bad_rows import BadRows
 from mintdim_beam.core.config.sources import DialogueSource, dialogue_template
 from mintdim_beam.core.config.unit_config import Dataset
-from mintdim_beam.core.errors import (MintDimFileNotFoundError, PipelineValidationError,
-                                      TokenDTypeCapacityError)
+from mintdim_beam.core.config.schema import suggest
+from mintdim_beam.core.errors import (ConfigValueError, MintDimFileNotFoundError,
+                                      PipelineValidationError, TokenDTypeCapacityError)
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.render.template import (EDGE_NAMES, CompiledTemplate, Segment,
                                                compile_template)
@@ -139,6 +140,13 @@ def load_chat_template(dialogue: DialogueSource, facts: TokenizerFacts) -> ChatT
     else:
         path = storage.resolve(spec)
         if not storage.is_file(path):
+            if looks_like_a_name(spec):  # `qwen`: a name we do not have, not a lost file
+                names = ["tokenizer", *sorted(BUILTIN_TEMPLATES)]
+                raise ConfigValueError(
+                    key="source.chat_template", value=spec, allowed=names,
+                    expected='"tokenizer" (the tokenizer config\'s template), a built-in '
+                             'template name, or a .jinja file',
+                    suggestion=suggest(spec, names))
             raise MintDimFileNotFoundError(context="chat template", missing_file=spec)
         text, name = storage.read_bytes(path).decode("utf-8"), spec
     try:
@@ -146,6 +154,11 @@ def load_chat_template(dialogue: DialogueSource, facts: TokenizerFacts) -> ChatT
                             template_vars=dialogue.variables, name=name)
     except TemplateSourceError as exc:
         raise PipelineValidationError(missing=[f"source.chat_template: {exc}"]) from None
+
+
+def looks_like_a_name(spec: str) -> bool:
+    """A chat_template value meant as a template's name: no directory, no .jinja."""
+    return "/" not in spec and "\\" not in spec and not spec.endswith((".jinja", ".j2"))
 
 
 def with_edges(compiled: CompiledTemplate, facts: TokenizerFacts,

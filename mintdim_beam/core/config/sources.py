@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mintdim_beam.core.errors import PipelineValidationError
+from mintdim_beam.core.config import schema
+from mintdim_beam.core.config.schema import (CHAT_FORMATS, EXTRA_TURN_POLICIES, check_choice,
+                                            check_keys)
+from mintdim_beam.core.errors import ConfigValueError, PipelineValidationError
 from mintdim_beam.core.render.template import CompiledTemplate, Segment
 
-KINDS = ("jsonl", "chat", "preference")
-CHAT_FORMATS = ("messages", "sharegpt")
-EXTRA_TURN_POLICIES = ("split", "abort", "skip")
-CHAT_KEYS = {"type", "files", "format", "chat_template", "template_vars", "max_turns",
-              "on_extra_turns", "max_messages"}
+KINDS = schema.SOURCE_KINDS
+# The keys of each dialogue kind: declared once, in the schema.
+CHAT_KEYS = set(schema.SOURCE.keys) | set(schema.SOURCE.variants["chat"])
+PREFERENCE_KEYS = set(schema.SOURCE.keys) | set(schema.SOURCE.variants["preference"])
 DEFAULT_MAX_MESSAGES = 1024  # = core.chat.segments.MAX_MESSAGES
-PREFERENCE_KEYS = {"type", "files", "chat_template", "template_vars"}
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,8 @@ class DialogueSource:
 
 def source_kind(source: dict) -> str:
     """`type` when given; a chat source may say so by its `format` alone."""
-    kind = source.get("type")
-    if kind is None:
-        return "chat" if "format" in source else "jsonl"
-    if kind not in KINDS:
-        raise PipelineValidationError(missing=[f"source.type (one of {', '.join(KINDS)}; got {kind!r})"])
+    kind = schema.source_kind(source)
+    check_choice("source.type", kind, KINDS)
     return kind
 
 
@@ -62,36 +60,37 @@ def _bad(what: str):
     return PipelineValidationError(missing=[what])
 
 
+def _value(key: str, value) -> ConfigValueError:
+    """A bad value, said in the schema's words for the key."""
+    name = key.split(".", 1)[1]
+    spec = {**schema.SOURCE.keys, **schema.SOURCE.variants["chat"]}[name]
+    return ConfigValueError(key=key, value=value, expected=spec.what)
+
+
 def dialogue_source(source: dict, kind: str) -> DialogueSource:
     """Validate a chat or preference source block (files are checked by the caller)."""
-    allowed = CHAT_KEYS if kind == "chat" else PREFERENCE_KEYS
-    unknown = sorted(set(source) - allowed)
-    if unknown:
-        raise _bad(f"source: unknown key(s) {', '.join(unknown)} for a {kind} source "
-                   f"(allowed: {', '.join(sorted(allowed))})")
+    check_keys(source, schema.SOURCE, "source.")
     template = source.get("chat_template")
     if template is not None and (not isinstance(template, str) or not template):
-        raise _bad("source.chat_template (\"tokenizer\", a built-in name or a .jinja path)")
+        raise _value("source.chat_template", template)
     variables = source.get("template_vars") or {}
     if not isinstance(variables, dict) or not all(isinstance(k, str) for k in variables):
-        raise _bad("source.template_vars (a mapping of names to values)")
+        raise _value("source.template_vars", variables)
     if kind == "preference":
         return DialogueSource("preference", None, template, tuple(sorted(variables.items())), 1,
                               "abort")
     fmt = source.get("format", "messages")
-    if fmt not in CHAT_FORMATS:
-        raise _bad(f"source.format (one of {', '.join(CHAT_FORMATS)}; got {fmt!r})")
+    check_choice("source.format", fmt, CHAT_FORMATS)
     if template is None:
         raise _bad("source.chat_template (\"tokenizer\", a built-in name or a .jinja path)")
     turns = source.get("max_turns", 1)
     if type(turns) is not int or turns < 1:
-        raise _bad(f"source.max_turns (a positive int; got {turns!r})")
+        raise _value("source.max_turns", turns)
     policy = source.get("on_extra_turns", "split")
-    if policy not in EXTRA_TURN_POLICIES:
-        raise _bad(f"source.on_extra_turns (one of {', '.join(EXTRA_TURN_POLICIES)}; got {policy!r})")
+    check_choice("source.on_extra_turns", policy, EXTRA_TURN_POLICIES)
     messages = source.get("max_messages", DEFAULT_MAX_MESSAGES)
     if type(messages) is not int or messages < 2:
-        raise _bad(f"source.max_messages (an int of at least 2; got {messages!r})")
+        raise _value("source.max_messages", messages)
     return DialogueSource("chat", fmt, template, tuple(sorted(variables.items())), turns, policy,
                           messages)
 

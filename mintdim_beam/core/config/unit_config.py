@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mintdim_beam.core.config.schema import UNIT_BUILD, check_keys, check_run_options, suggest
 from mintdim_beam.core.config.sources import DialogueSource, dialogue_source, source_kind
 from mintdim_beam.core.errors import (FieldMappingError, MintDimFileNotFoundError,
                                       OutputMappingError, PipelineValidationError,
@@ -126,7 +127,10 @@ def check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
     """(kind, files, options) of the `tokenizer` block."""
     kind = tokenizer.get("type")
     if kind not in KINDS:
-        raise TokenizerValidationError(unsupported_format=True)
+        if kind is None:  # the seed's form
+            raise TokenizerValidationError(unsupported_format=True)
+        raise TokenizerValidationError(unsupported_format=True, given_type=str(kind),
+                                       known_types=list(KINDS), suggestion=suggest(kind, KINDS))
     files = tokenizer.get("files")
     if isinstance(files, str) or not isinstance(files, (list, tuple)) or not files:
         raise TokenizerValidationError(
@@ -145,7 +149,12 @@ def check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
 def _check_units(units: dict) -> tuple[list[list[int]], list[int]]:
     sizes, batches = units["sizes"], units["build_batch"]
     if not isinstance(sizes, (list, tuple)):
-        raise UnitValidationError(problem="sizes must be a list of lists of ints")
+        raise UnitValidationError(problem=f"sizes must be a list of lists of ints (one, or one "
+                                          f"per input file), got {sizes!r}")
+    if sizes and all(_is_int(value) for value in sizes):  # one list of sizes, not nested
+        raise UnitValidationError(problem=f"sizes must be a list of lists of ints (one list, or "
+                                          f"one per input file): got {list(sizes)!r}, did you "
+                                          f"mean {[list(sizes)]!r}?")
     for i, group in enumerate(sizes):
         if not isinstance(group, (list, tuple)) or not group:
             raise UnitValidationError(problem=f"sizes[{i}] must be a non-empty list of ints, got {group!r}")
@@ -158,7 +167,8 @@ def _check_units(units: dict) -> tuple[list[list[int]], list[int]]:
         if list(group) != sorted(group):
             raise UnitValidationError(problem=f"sizes[{i}] must be sorted ascending, got {list(group)}")
     if not isinstance(batches, (list, tuple)):
-        raise UnitValidationError(problem="build_batch must be a list of positive ints")
+        raise UnitValidationError(problem=f"build_batch must be a list of positive ints (one, "
+                                          f"or one per input file), got {batches!r}")
     for i, value in enumerate(batches):
         if not _is_int(value) or value <= 0:
             raise UnitValidationError(
@@ -172,8 +182,8 @@ def _check_output(output: dict) -> tuple[list[str], list[int]]:
     if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) and p for p in paths):
         raise PipelineValidationError(missing=["output.dir (a path string or a list of them)"])
     counts = output["samples_per_shard"]
-    if not isinstance(counts, (list, tuple)):
-        raise SamplesPerShardError(index=0, value=counts)
+    if not isinstance(counts, (list, tuple)):  # the seed's contract: a list, also of one
+        raise SamplesPerShardError(value=counts, not_list=True)
     for i, value in enumerate(counts):
         if not _is_int(value) or value <= 0:
             raise SamplesPerShardError(index=i, value=value)
@@ -205,7 +215,11 @@ _SETTINGS = ("fields", "template", "tokenizer", "sizes", "build_batch", "samples
 
 
 def resolve_datasets(raw: dict) -> list[Dataset]:
-    """Validate `raw` and return the output datasets in input-file order."""
+    """Validate `raw` and return the output datasets in input-file order. Unknown keys
+    first (the declared schema, `schema.UNIT_BUILD`: a mistake the seed's API cannot
+    make), then the seed's order: missing keys, source, tokenizer, units, output."""
+    check_keys(raw, UNIT_BUILD)
+    check_run_options(raw, UNIT_BUILD)  # where a config's run options came along
     _check_missing(raw)
     files, fields, templates, dialogue = check_source(raw["source"])
     kind, tokenizers, tokenizer_options = check_tokenizer(raw["tokenizer"])

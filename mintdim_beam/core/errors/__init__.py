@@ -11,6 +11,7 @@ as the same class; pickling goes through the same path.
 
 from mintdim_beam.core.errors.bad_rows import TooManyRejectedError
 from mintdim_beam.core.errors.base import ERROR_CLASSES, MintDimError, error_from_payload
+from mintdim_beam.core.errors.config_keys import ConfigUnknownKeyError, ConfigValueError
 from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashError,
                                            OutputCleanError, OutputWriteError,
                                            ReaderArgumentError, ReaderStateError, ScratchSpaceError,
@@ -54,6 +55,8 @@ __all__ = [
     "OutputValidationError",
     "TokenDTypeCapacityError",
     "SamplesPerShardError",
+    "ConfigUnknownKeyError",
+    "ConfigValueError",
     "SourceChangedError",
     "SourceFormatError",
     "EncoderCrashError",

@@ -55,6 +55,8 @@ RULES = {
                          "tokenizer.{value} không áp dụng cho pack-build: mỗi tài liệu kết thúc "
                          "bằng pack.eod, không có padding và văn bản của mỗi tài liệu được "
                          "encode nguyên vẹn như văn bản thuần"),
+    # No longer raised (an unknown key is a ConfigUnknownKeyError, `core.config.schema`);
+    # kept so that a payload of an earlier version still rebuilds.
     "unknown_key": ("unknown key {value} in the pack block (eod, seed, shard_tokens)",
                     "khoá {value} không hợp lệ trong khối pack (eod, seed, shard_tokens)"),
 }

@@ -97,12 +97,25 @@ class TokenizerValidationError(MintDimError):
     """Raised for a structurally invalid tokenizer.files list, or (with
     ``unsupported_format=True``) a tokenizer file of an unsupported format."""
 
-    def __init__(self, *, component: str = "files", problem: str = "", unsupported_format: bool = False):
+    def __init__(self, *, component: str = "files", problem: str = "", unsupported_format: bool = False,
+                 given_type: str | None = None, known_types: list | None = None,
+                 suggestion: str | None = None):
         kw = {"component": str(component), "problem": str(problem), "unsupported_format": bool(unsupported_format)}
+        if given_type is not None:  # ours: a config's `type` that is none of the kinds
+            kw.update(given_type=str(given_type), known_types=[str(k) for k in known_types or ()],
+                      suggestion=None if suggestion is None else str(suggestion))
         if kw["unsupported_format"]:
             formats = bullets(["sentencepiece (.model)", "huggingface tokenizer (.json)"])
             en = ["Unsupported tokenizer format.", "Supported formats:", formats]
             vi = ["Định dạng tokenizer chưa được hỗ trợ.", "Các định dạng hiện hỗ trợ:", formats]
+            if given_type is not None:  # the seed's text first, unchanged; then the names
+                en += [f"tokenizer.type: {kw['given_type']!r}",
+                       f"Known types: {', '.join(kw['known_types'])}"]
+                vi += [f"tokenizer.type: {kw['given_type']!r}",
+                       f"Các loại hợp lệ: {', '.join(kw['known_types'])}"]
+                if kw["suggestion"] is not None:
+                    en.append(f"Did you mean: {kw['suggestion']}?")
+                    vi.append(f"Có phải ý bạn là: {kw['suggestion']}?")
         else:
             en = ["Invalid tokenizer configuration.", f"Component: {kw['component']}",
                   f"Problem: {kw['problem']}", "Rules:", bullets([
@@ -454,13 +467,20 @@ class SamplesPerShardError(MintDimError):
     or an entry count that is neither 1 nor the file count (``input_files``, ``entries``)."""
 
     def __init__(self, *, index: int | None = None, value: Any = None,
-                 input_files: int | None = None, entries: int | None = None):
+                 input_files: int | None = None, entries: int | None = None,
+                 not_list: bool = False):
         if not isinstance(value, JSON_SCALARS):
             value = repr(value) if not isinstance(value, (list, tuple)) else list(value)
         kw = {"index": None if index is None else int(index), "value": value,
               "input_files": None if input_files is None else int(input_files),
               "entries": None if entries is None else int(entries)}
-        if kw["input_files"] is not None and kw["entries"] is not None:
+        if not_list:  # ours: the seed's contract is a list (one entry, or one per file)
+            kw["not_list"] = True
+            en_p = (f"samples_per_shard must be a list of positive ints (one entry, or one "
+                    f"per input file), got {value!r}")
+            vi_p = (f"samples_per_shard phải là list các số nguyên dương (một phần tử, hoặc "
+                    f"mỗi file đầu vào một phần tử), hiện tại là {value!r}")
+        elif kw["input_files"] is not None and kw["entries"] is not None:
             en_p = f"Received {kw['input_files']} input files but {kw['entries']} samples_per_shard entries"
             vi_p = f"Nhận {kw['input_files']} file đầu vào nhưng có {kw['entries']} entries samples_per_shard"
         elif kw["index"] is not None:

@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from mintdim_beam.core.config.schema import (ENGINES, LITERAL_SPECIALS, TOKENIZER, check_keys,
+                                            suggest)
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecialTokenError,
                                       TokenizerValidationError)
 from mintdim_beam.core.files import storage
 
 OPTION_KEYS = ("config", "pad_token", "pad_id", "bos", "eos", "literal_specials", "engine",
                "family", "pattern", "special_tokens")
-ENGINES = ("auto", "tiktoken", "tokenizers")
-LITERAL_SPECIALS = ("text", "ids")
-BLOCK_KEYS = ("type", "files") + OPTION_KEYS
+BLOCK_KEYS = ("type", "files") + OPTION_KEYS  # = the schema's TOKENIZER keys (a test says so)
 
 # Where a special id came from (the manifest's `special_tokens.<name>.source`).
 FROM_PAD_ID = "pad_id argument"
@@ -55,11 +55,9 @@ class TokenizerOptions:
 
 def check_options(block: dict) -> TokenizerOptions:
     """Validate the tokenizer block's keys and option types (before any output)."""
-    unknown = [key for key in block if key not in BLOCK_KEYS]
-    if unknown:
-        raise TokenizerValidationError(
-            component=str(unknown[0]),
-            problem=f"unknown tokenizer key {unknown[0]!r}; known keys: {', '.join(BLOCK_KEYS)}")
+    # Keys of the declared schema (`core.config.schema`): a tiktoken key in another
+    # type's block is left to `_tiktoken` below, which says so in the seed's class.
+    check_keys({k: v for k, v in block.items() if k not in OPTION_KEYS}, TOKENIZER, "tokenizer.")
 
     def given(key, types, what):
         value = block.get(key)
@@ -85,18 +83,25 @@ def check_options(block: dict) -> TokenizerOptions:
     if literal_specials is not None and literal_specials not in LITERAL_SPECIALS:
         raise TokenizerValidationError(
             component="literal_specials",
-            problem=f"tokenizer.literal_specials must be 'text' or 'ids', got {literal_specials!r}")
+            problem=f"tokenizer.literal_specials must be 'text' or 'ids', got "
+                    f"{literal_specials!r}{_nearest(literal_specials, LITERAL_SPECIALS)}")
     if config is not None and not storage.is_file(storage.resolve(config)):
         raise MintDimFileNotFoundError(context="tokenizer config", missing_file=config)
     engine = given("engine", (str,), f"one of {', '.join(ENGINES)}") or "auto"
     if engine not in ENGINES:
         raise TokenizerValidationError(
             component="engine",
-            problem=f"tokenizer.engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+            problem=f"tokenizer.engine must be one of {', '.join(ENGINES)}, got {engine!r}"
+                    f"{_nearest(engine, ENGINES)}")
     return TokenizerOptions(
         config_given=config, config_path=None if config is None else storage.resolve(config),
         pad_token=pad_token, pad_id=pad_id, bos=bool(bos), eos=bool(eos),
         literal_specials=literal_specials, engine=engine, tiktoken=_tiktoken(block, given))
+
+
+def _nearest(value, names) -> str:
+    near = suggest(value, names)
+    return "" if near is None else f" (did you mean {near!r}?)"
 
 
 def tiktoken_keys(options: TokenizerOptions) -> dict:
@@ -124,7 +129,8 @@ def _tiktoken(block: dict, given) -> tuple | None:
     if family is not None and family not in FAMILIES:
         raise TokenizerValidationError(
             component="family",
-            problem=f"tokenizer.family must be one of {', '.join(FAMILIES)}, got {family!r}")
+            problem=f"tokenizer.family must be one of {', '.join(FAMILIES)}, got {family!r}"
+                    f"{_nearest(family, FAMILIES)}")
     if family is None and pattern is None:
         raise TokenizerValidationError(
             component="family",
