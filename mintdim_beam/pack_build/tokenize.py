@@ -140,7 +140,7 @@ class TokenizeRangeFn(beam.DoFn):
                                                    errors, key)
                     empty += skipped
                     done = counted
-                    if byte_range.codec == "plain":
+                    if byte_range.tells_progress:
                         done = min(max(handle.tell() - byte_range.start, counted), size)
                     tally(samples=len(entries), bytes=done - counted, tokenized=len(entries),
                           tokens=tokens)
