@@ -29,8 +29,11 @@ class _Window:
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self.text, self.pos, self.eof = "", 0, False
         self.element = 0  # the element being read, 1-based, for errors
+        self.broken = None  # why the bytes after the text are not UTF-8
 
     def fail(self, reason: str):
+        if self.broken is not None:
+            reason = f"invalid UTF-8: {self.broken}"
         raise SourceParseError(file=self._file, line=max(self.element, 1),
                                reason=f"malformed JSON array at element {max(self.element, 1)}: "
                                       f"{reason}")
@@ -43,7 +46,10 @@ class _Window:
         try:
             decoded = self._decoder.decode(data, final=not data)
         except UnicodeDecodeError as exc:
-            self.fail(f"invalid UTF-8: {exc.reason}")
+            # The text ends where the bytes stop being UTF-8, so the element holding
+            # them is the one that fails, with this reason.
+            decoded = exc.object[:exc.start].decode("utf-8", "ignore")
+            self.broken, data = exc.reason, b""
         if not data:
             self.eof = True
         if self.pos > _BLOCK:  # drop what was read: the window stays small
@@ -106,6 +112,8 @@ def _element(window: _Window, limit: int):
             window.fail("nested too deeply")
         if end >= len(window.text) and _read_on(window, limit):
             continue  # a number may go on in the next block
+        if end - window.pos > limit:
+            window.fail(f"the element is over --max_line_bytes {limit}")
         window.pos = end
         return value
 

@@ -33,6 +33,10 @@ def row_groups(path: str) -> list[tuple[int, int]]:
         return out
 
 
+def row_group_count(handle) -> int:
+    return _pq().ParquetFile(handle).metadata.num_row_groups
+
+
 def plan_groups(groups: list[tuple[int, int]], range_bytes: int):
     """(first group, end group, start byte, end byte) of each range: consecutive groups
     up to `range_bytes` compressed bytes (at least one group). The byte span is the
