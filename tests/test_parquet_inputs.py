@@ -125,10 +125,19 @@ def test_parquet_build_equals_the_jsonl_build(corpus, tokenizers_dir, jsonl_buil
     assert max(lines) == 240 and min(lines) == 1  # 1-based row numbers
 
 
-def test_parquet_found_by_magic_bytes_mixed_with_jsonl(corpus, tokenizers_dir, jsonl_build):
+def test_parquet_found_by_magic_bytes_mixed_with_jsonl(corpus, tokenizers_dir, jsonl_build,
+                                                      monkeypatch):
+    """... and `verify --deep` re-reads the Parquet rows and the array's elements."""
+    from mintdim_beam.audit.verify import verify_output
+
     (corpus / "a.data").write_bytes((corpus / "a.parquet").read_bytes())
-    _build(corpus, tokenizers_dir, ["a.data", "b.jsonl"], "out_mixed")
-    _same_as_jsonl(corpus, "out_mixed", ["a.data"], jsonl_build(IN_MEMORY))
+    _build(corpus, tokenizers_dir, ["a.data", "b.json"], "out_mixed")
+    _same_as_jsonl(corpus, "out_mixed", ["a.data", "b.json"], jsonl_build(IN_MEMORY))
+    monkeypatch.chdir(corpus)
+    result = verify_output(str(corpus / "out_mixed"), deep=10_000)
+    assert result.ok, [str(p) for p in result.problems]
+    assert len(result.deep) == result.samples == 330
+    assert [status.split(" ")[0] for _, status in result.inputs] == ["unchanged", "unchanged"]
 
 
 @pytest.mark.slow
@@ -258,6 +267,13 @@ def test_malformed_json_array_names_file_and_element(monkeypatch, data, element,
         _elements(data, 64, monkeypatch, limit=1000)
     assert info.value.kwargs["file"] == "f.json" and info.value.kwargs["line"] == element
     assert reason in info.value.kwargs["reason"] and f"element {element}" in info.value.kwargs["reason"]
+
+
+def test_json_array_nested_too_deeply_is_a_parse_error(monkeypatch):
+    data = b'[{"a": 1}, ' + b"[" * 100_000 + b"]" * 100_000 + b"]"
+    with pytest.raises(errors.SourceParseError) as info:
+        _elements(data, 1 << 20, monkeypatch, limit=1 << 30)
+    assert info.value.kwargs["line"] == 2 and "nested too deeply" in info.value.kwargs["reason"]
 
 
 def test_json_array_errors_in_a_build(tmp_path, tokenizers_dir):
