@@ -147,27 +147,41 @@ def test_parquet_on_the_portable_runner(corpus, tokenizers_dir, jsonl_build, por
     _same_as_jsonl(corpus, "out_portable", files, jsonl_build(IN_MEMORY))
 
 
-def test_parquet_on_the_gcs_emulator(corpus, tokenizers_dir, jsonl_build):
+def _remote_build(corpus: Path, tokenizers_dir: Path, root: str, fs) -> dict:
+    """a.parquet and b.json built from `root` (a bucket) into it; the output's tree, its
+    recorded paths swapped for the local JSONL names."""
     from mintdim_beam.unit_build.launch import launch
 
-    with gcs_emulator() as (root, fs):
-        fs.put_file(str(corpus / "a.parquet"), f"{root}/in/a.parquet")
-        fs.put_file(str(corpus / "b.json"), f"{root}/in/b.json")
-        fs.put_file(str(tokenizers_dir / "sp.model"), f"{root}/tok/sp.model")
-        files = [f"{root}/in/a.parquet", f"{root}/in/b.json"]
-        raw = {"source": {"files": files, "fields": [["q", "a"]], "templates": ["Q: {q}\nA: {a}"]},
-               "tokenizer": {"type": "sentencepiece", "files": [f"{root}/tok/sp.model"]},
-               "units": {"sizes": [[8, 16, 64]], "build_batch": [16]},
-               "output": {"dir": f"{root}/out", "samples_per_shard": [20]}}
-        launch(raw, "continue", "truncate", IN_MEMORY + ["--input_range_bytes=700"])
-        local = corpus / "from_gcs"
-        base = fs._strip_protocol(f"{root}/out")
-        for path in fs.find(base):
-            target = local / path[len(base) + 1:]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(fs.cat_file(path))
-    tree = _renamed(read_tree(local), {files[0]: "a.jsonl", files[1]: "b.jsonl",
+    fs.put_file(str(corpus / "a.parquet"), f"{root}/in/a.parquet")
+    fs.put_file(str(corpus / "b.json"), f"{root}/in/b.json")
+    fs.put_file(str(tokenizers_dir / "sp.model"), f"{root}/tok/sp.model")
+    files = [f"{root}/in/a.parquet", f"{root}/in/b.json"]
+    raw = {"source": {"files": files, "fields": [["q", "a"]], "templates": ["Q: {q}\nA: {a}"]},
+           "tokenizer": {"type": "sentencepiece", "files": [f"{root}/tok/sp.model"]},
+           "units": {"sizes": [[8, 16, 64]], "build_batch": [16]},
+           "output": {"dir": f"{root}/out", "samples_per_shard": [20]}}
+    launch(raw, "continue", "truncate", IN_MEMORY + ["--input_range_bytes=700"])
+    local = corpus / ("from_" + root.split(":")[0])
+    base = fs._strip_protocol(f"{root}/out")
+    for path in fs.find(base):
+        target = local / path[len(base) + 1:]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(fs.cat_file(path))
+    return _renamed(read_tree(local), {files[0]: "a.jsonl", files[1]: "b.jsonl",
                                        f"{root}/tok/sp.model": "tok/sp.model"})
+
+
+def test_parquet_on_the_gcs_emulator(corpus, tokenizers_dir, jsonl_build):
+    with gcs_emulator() as (root, fs):
+        tree = _remote_build(corpus, tokenizers_dir, root, fs)
+    expected = jsonl_build(IN_MEMORY)
+    assert sorted(tree) == sorted(expected)
+    for rel in expected:
+        assert tree[rel] == expected[rel], rel
+
+
+def test_parquet_on_the_s3_emulator(corpus, tokenizers_dir, jsonl_build, s3):
+    tree = _remote_build(corpus, tokenizers_dir, *s3)
     expected = jsonl_build(IN_MEMORY)
     assert sorted(tree) == sorted(expected)
     for rel in expected:
@@ -325,10 +339,12 @@ _TAR = _tar({"data.jsonl": b'{"q": "a", "a": "b"}\n'})
     ("data.tar.gz", gzip.compress(_TAR), "tar archive, gzip-compressed"),
     ("data.tar.zst", zstandard.ZstdCompressor().compress(_TAR), "tar archive, zstd-compressed"),
     ("data.arrow", b"ARROW1\x00\x00" + b"\x00" * 64, "Arrow IPC"),
+    ("data.feather", b"FEA1" + b"\x00" * 64, "Feather v1"),
     ("data.lz4", b"\x04\x22\x4d\x18" + b"\x00" * 16, "lz4"),
     ("data.jsonl", b"\xff\xfe{\x00}\x00", "UTF-16"),
     ("data.parquet", b"PAR1 not really a parquet file", "Parquet file whose footer"),
-], ids=["tar", "tar_named_jsonl", "tar_gz", "tar_zst", "arrow", "lz4", "utf16", "bad_parquet"])
+], ids=["tar", "tar_named_jsonl", "tar_gz", "tar_zst", "arrow", "feather", "lz4", "utf16",
+        "bad_parquet"])
 def test_unreadable_formats_are_refused_before_any_output(tmp_path, tokenizers_dir, name, data, found):
     (tmp_path / name).write_bytes(data)
     error = _bad_build(tmp_path, tokenizers_dir, name)
@@ -380,3 +396,4 @@ def test_pack_build_reads_parquet_and_json_arrays(tmp_path):
 
 
 from test_chat_pipeline import _chat, _write, dialogue, tok  # noqa: E402,F401 - fixture
+from test_remote import s3  # noqa: E402,F401 - the S3 emulator fixture
