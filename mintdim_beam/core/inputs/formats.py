@@ -17,6 +17,7 @@ _TAR_MAGIC_AT = 257
 _BINARY = (
     (b"ARROW1", "an Arrow IPC / Feather file (ARROW1); convert it to Parquet or JSONL"),
     (b"FEA1", "a Feather v1 file; convert it to Parquet or JSONL"),
+    (b"PARE", "an encrypted Parquet file (not supported)"),
     (b"\xff\xff\xff\xff", "an Arrow IPC stream; convert it to Parquet or JSONL"),
     (b"\xff\xfe", "UTF-16 text (byte-order mark FF FE); re-encode it as UTF-8"),
     (b"\xfe\xff", "UTF-16 text (byte-order mark FE FF); re-encode it as UTF-8"),
