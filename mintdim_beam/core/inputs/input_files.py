@@ -224,8 +224,10 @@ def open_range(byte_range):
 
 
 def manifest_inputs(ranges) -> dict:
-    """{dataset: [{"file": given, "size": ..., <stamp>: ...}, ...]} in file order, from
-    the planned ranges (each file's first range)."""
+    """{dataset: [{"file": given, "size": ..., <stamp>: ..., ["compression"],
+    ["format"], ["bom"]}, ...]} in file order, from the planned ranges (each file's
+    first range). `format` is written for a JSON array or Parquet file, `bom` (true) for
+    text that starts with a UTF-8 BOM: how it was read, not part of its identity."""
     firsts = {(r.dataset, r.file_pos): r for r in ranges if r.range_no == 0}
     inputs: dict = {}
     for key in sorted(firsts):
