@@ -18,6 +18,7 @@ setup(
         "jinja2>=3.1.6",  # chat templates; older 3.1.x have sandbox escapes (templates are untrusted)
         "tqdm>=4.66",  # the live progress line of a local build
         "pyyaml>=5.1",  # YAML CONFIG files (`core/config/config_file.py`); was only Beam's
+        "pyarrow>=14",  # Parquet inputs (apache-beam pulls it too: declared because we import it)
     ],
     extras_require={
         # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.

@@ -1687,7 +1687,8 @@ so the token ids do not depend on the sentencepiece version.
   physical line number.
 - Python `json.loads` semantics: NaN/Infinity accepted, duplicate keys (last wins),
   big ints exact; `str()` rendering (`1E5` gives `100000.0`, `1e400` gives `inf`, `true`
-  gives `True`). A UTF-8 BOM makes line 1 invalid JSON.
+  gives `True`). A UTF-8 BOM makes line 1 invalid JSON (mintdim-beam skips it on purpose:
+  docs/compatibility.md).
 - Each segment is encoded separately, so a whitespace-only literal can be 0 tokens
   (SentencePiece nmt_nfkc maps `\\n` to a space and drops it; HF Whitespace drops
   it). A literal's length can be 0 even though it is never listed in `empty_fields`.

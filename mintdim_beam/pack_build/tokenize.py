@@ -141,7 +141,7 @@ class TokenizeRangeFn(beam.DoFn):
                     empty += skipped
                     errors[found:] = numbered(errors[found:], entries)  # their sample numbers
                     done = counted
-                    if byte_range.codec == "plain":
+                    if byte_range.tells_progress:
                         done = min(max(handle.tell() - byte_range.start, counted), size)
                     tally(samples=len(entries), bytes=done - counted, tokenized=len(entries),
                           tokens=tokens)

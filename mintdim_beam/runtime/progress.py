@@ -93,7 +93,7 @@ def say(line: str, stream=None) -> None:
 def range_size(byte_range) -> int:
     """The bytes a range stands for in progress reports: its span of a plain file, the
     whole (compressed) size of a compressed one."""
-    if byte_range.codec == "plain":
+    if byte_range.codec == "plain" and byte_range.format != "json_array":
         return byte_range.end - byte_range.start
     return int(dict(byte_range.identity).get("size", 0))
 

@@ -25,8 +25,9 @@ class SourceChangedError(MintDimError):
 
 
 class SourceFormatError(MintDimError):
-    """Raised before any output when an input file is not JSONL text, gzip or zstd
-    (another compression, an archive, or zstd without the `zstandard` package)."""
+    """Raised before any output when an input file is not JSONL, a JSON array or
+    Parquet, plain, gzip or zstd (another compression, an archive, Arrow IPC, UTF-16,
+    an unreadable Parquet footer, or zstd without the `zstandard` package)."""
 
     def __init__(self, *, file: str, found: str, expected: str):
         kw = {"file": str(file), "found": str(found), "expected": str(expected)}

@@ -19,7 +19,7 @@ from mintdim_beam.core.files import storage
 # corpus (README "Disk"), with a margin.
 UNIT_BUILD_PER_INPUT_BYTE = 3.5
 PACK_BUILD_PER_INPUT_BYTE = 2.0
-COMPRESSED_RATIO = 5  # a gzip or zstd JSONL is counted as this many times its size
+COMPRESSED_RATIO = 5  # a gzip or zstd JSONL, or a Parquet file, counts as this many times its size
 
 
 def input_bytes(ranges, dataset: int = 0) -> int:
@@ -29,7 +29,8 @@ def input_bytes(ranges, dataset: int = 0) -> int:
         if r.dataset != dataset:
             continue
         size = int(dict(r.identity).get("size", 0)) if r.identity else 0
-        sizes[r.file_pos] = size * (1 if r.codec == "plain" else COMPRESSED_RATIO)
+        sizes[r.file_pos] = size * (1 if r.codec == "plain" and r.format != "parquet"
+                                  else COMPRESSED_RATIO)
     return sum(sizes.values())
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import zlib
 
 PLAIN, GZIP, ZSTD = "plain", "gzip", "zstd"
-EXPECTED = "JSON Lines text (UTF-8), gzip (.gz) or zstd (.zst)"
-MAGIC_BYTES = 8  # enough for every signature below
+EXPECTED = ("JSON Lines text (UTF-8), a JSON array of objects, or Parquet; the text ones "
+            "plain, gzip (.gz) or zstd (.zst)")
 
 # Formats we recognise but cannot read: what to call them in the error.
 _UNREADABLE = (

@@ -19,15 +19,15 @@ import os
 
 from mintdim_beam.core.errors import SourceChangedError, SourceFormatError, SourceParseError
 from mintdim_beam.core.files import storage
-from mintdim_beam.core.inputs.compression import (EXPECTED, MAGIC_BYTES, PLAIN, decompressed, sniff,
-                                                  stream_error)
+from mintdim_beam.core.inputs import formats
+from mintdim_beam.core.inputs.compression import EXPECTED, PLAIN, decompressed, sniff, stream_error
 
 # Remote metadata keys that change whenever an object's bytes do, best first, and the
 # name each is recorded under.
 _STAMPS = (("generation", "generation"), ("ETag", "etag"), ("etag", "etag"),
            ("mtime", "mtime"), ("LastModified", "modified"), ("updated", "updated"),
            ("created", "created"))
-_NOT_IDENTITY = ("file", "compression")  # manifest entry keys that are not compared
+_NOT_IDENTITY = ("file", "compression", "format", "bom")  # manifest entry keys that are not compared
 GONE = "the file no longer exists"
 ENDS_BLOCK = 1 << 16
 
@@ -104,24 +104,49 @@ def describe(identity) -> str:
     return ", ".join(parts) or "unknown"
 
 
-def probe(path: str, given: str) -> tuple[tuple, str]:
-    """(identity, codec) of an input at planning. Not JSONL, gzip or zstd (or zstd
-    without the `zstandard` package) is a SourceFormatError, before any output."""
+def probe(path: str, given: str) -> tuple[tuple, str, str, bool]:
+    """(identity, codec, format, BOM) of an input at planning (`formats`). Anything but
+    JSONL, a JSON array or Parquet, plain or gzip / zstd (and zstd without the
+    `zstandard` package) is a SourceFormatError, before any output."""
     if not storage.is_url(path):
         with open(path, "rb") as handle:
             stat = os.fstat(handle.fileno())
             identity = _local(stat) + _local_ends(handle.fileno(), stat.st_size)
-            head = handle.read(MAGIC_BYTES)
+            head = handle.read(formats.HEAD_BYTES)
     else:
         fs = _fresh_fs(path)
         identity = _from_info(fs.info(path))
         size = identity[0][1]
         identity += _remote_ends(fs, path, size)
-        head = fs.cat_file(path, start=0, end=min(MAGIC_BYTES, size)) if size else b""
+        head = fs.cat_file(path, start=0, end=min(formats.HEAD_BYTES, size)) if size else b""
+    if head.startswith(formats.PARQUET_MAGIC):
+        return identity, PLAIN, formats.PARQUET, False
     codec, found = sniff(head)
     if codec is None:
         raise SourceFormatError(file=given, found=found, expected=EXPECTED)
-    return identity, codec
+    text = head if codec == PLAIN else _decompressed_head(path, codec)
+    found = formats.unreadable(text, None if codec == PLAIN else codec)
+    if found is not None:
+        raise SourceFormatError(file=given, found=found, expected=EXPECTED)
+    kind, bom = formats.text_format(text)
+    return identity, codec, kind, bom
+
+
+def _decompressed_head(path: str, codec: str) -> bytes:
+    """The first decompressed bytes; b"" when even they cannot be had (a corrupt or
+    truncated stream is then reported where the build reads it, at its line)."""
+    try:
+        with contextlib.closing(storage.open_read(path)) as raw:
+            stream = decompressed(raw, codec)
+            head = b""
+            while len(head) < formats.HEAD_BYTES:
+                data = stream.read(formats.HEAD_BYTES - len(head))
+                if not data:
+                    break
+                head += data
+            return head
+    except Exception:  # noqa: BLE001 - see the docstring
+        return b""
 
 
 def _open(path: str):
@@ -199,8 +224,10 @@ def open_range(byte_range):
 
 
 def manifest_inputs(ranges) -> dict:
-    """{dataset: [{"file": given, "size": ..., <stamp>: ...}, ...]} in file order, from
-    the planned ranges (each file's first range)."""
+    """{dataset: [{"file": given, "size": ..., <stamp>: ..., ["compression"],
+    ["format"], ["bom"]}, ...]} in file order, from the planned ranges (each file's
+    first range). `format` is written for a JSON array or Parquet file, `bom` (true) for
+    text that starts with a UTF-8 BOM: how it was read, not part of its identity."""
     firsts = {(r.dataset, r.file_pos): r for r in ranges if r.range_no == 0}
     inputs: dict = {}
     for key in sorted(firsts):
@@ -208,6 +235,10 @@ def manifest_inputs(ranges) -> dict:
         entry = {"file": r.given or r.path, **dict(r.identity)}
         if r.codec != PLAIN:
             entry["compression"] = r.codec
+        if r.format != formats.JSONL:
+            entry["format"] = r.format
+        if r.bom:
+            entry["bom"] = True
         inputs.setdefault(r.dataset, []).append(entry)
     return inputs
 

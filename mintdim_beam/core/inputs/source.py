@@ -1,9 +1,12 @@
-"""JSONL input in byte ranges: plan ranges, read the physical lines that start inside
-one, and turn per-range counts into exact line numbers and sample ids.
+"""Inputs in ranges: plan ranges, read the physical lines of JSONL that start inside
+one (or the rows of a Parquet range, the elements of a JSON array), and turn per-range
+counts into exact line numbers and sample ids.
 
 Lines end at `\\n`, `\\r\\n` or a lone `\\r` (Python's universal newlines). A line belongs
 to the range holding its first byte, so every line is read by exactly one range.
 A gzip or zstd file cannot be split: it is one range, read decompressed (`compression`).
+A Parquet range is one or more whole row groups (`parquet`); a JSON array is one range
+(`json_array`); a UTF-8 BOM at the start of a JSONL file is skipped (`formats`).
 Each range carries its file's identity at planning, checked when it is read
 (`input_files`).
 """
@@ -32,10 +35,18 @@ class ByteRange:
     given: str = ""  # the path as the user wrote it, for errors
     identity: tuple = ()  # the file's identity at planning (`input_files`); () = unchecked
     codec: str = "plain"  # "gzip" / "zstd": the range is the whole file, decompressed
+    format: str = "jsonl"  # or "json_array" (one range), "parquet" (`row_groups`)
+    bom: bool = False  # the (decompressed) text starts with a UTF-8 BOM, skipped
+    row_groups: tuple = ()  # Parquet: (first, end) row groups; start/end are progress bytes
 
     @property
     def key(self) -> tuple[int, int, int]:
         return (self.dataset, self.file_pos, self.range_no)
+
+    @property
+    def tells_progress(self) -> bool:
+        """Whether the read handle's position says how far into the range reading is."""
+        return self.codec == "plain" and self.format != "parquet"
 
 
 def plan_ranges(datasets, range_bytes: int = DEFAULT_RANGE_BYTES) -> list[ByteRange]:
@@ -46,9 +57,13 @@ def plan_ranges(datasets, range_bytes: int = DEFAULT_RANGE_BYTES) -> list[ByteRa
     ranges = []
     for dataset in datasets:
         for file_pos, source in enumerate(dataset.files):
-            identity, codec = probe(source.path, source.given)
-            extra = {"given": source.given, "identity": identity, "codec": codec}
-            if codec != "plain":  # a compressed stream cannot be split
+            identity, codec, kind, bom = probe(source.path, source.given)
+            extra = {"given": source.given, "identity": identity, "codec": codec,
+                     "format": kind, "bom": bom}
+            if kind == "parquet":
+                ranges += _parquet_ranges(dataset.index, file_pos, source, range_bytes, extra)
+                continue
+            if codec != "plain" or kind == "json_array":  # cannot be split
                 ranges.append(ByteRange(dataset.index, file_pos, source.path, 0, 0,
                                         UNBOUNDED, **extra))
                 continue
@@ -58,6 +73,23 @@ def plan_ranges(datasets, range_bytes: int = DEFAULT_RANGE_BYTES) -> list[ByteRa
                 ranges.append(ByteRange(dataset.index, file_pos, source.path, range_no,
                                         start, min(start + range_bytes, total), **extra))
     return ranges
+
+
+def _parquet_ranges(dataset: int, file_pos: int, source, range_bytes: int, extra) -> list:
+    from mintdim_beam.core.errors import SourceFormatError
+    from mintdim_beam.core.inputs import parquet
+    from mintdim_beam.core.inputs.compression import EXPECTED
+
+    try:
+        groups = parquet.row_groups(source.path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise SourceFormatError(file=source.given, found=f"a Parquet file whose footer cannot "
+                                f"be read ({type(exc).__name__}: {exc})",
+                                expected=EXPECTED) from None
+    return [ByteRange(dataset, file_pos, source.path, range_no, start, end,
+                      row_groups=(first, last), **extra)
+            for range_no, (first, last, start, end)
+            in enumerate(parquet.plan_groups(groups, range_bytes))]
 
 
 def _terminator_end(handle, term_pos: int, block: bytes, idx: int) -> int:
@@ -233,11 +265,17 @@ class RangeBatches:
         self.lines = self.samples = 0
 
     def __iter__(self):
+        if self._range.format != "jsonl":
+            yield from self._rows()
+            return
         key, size = self._range.key, self._size
         batch, batch_no, samples, lines = [], 0, 0, 0
+        raws = iter_range_lines(self._handle, self._range.start, self._range.end,
+                                limit=self._limit)
+        if self._range.bom and self._range.start == 0:
+            raws = _without_bom(raws)
         # Batches leave as their lines are read, so the encoders start at once.
-        for raw in iter_range_lines(self._handle, self._range.start, self._range.end,
-                                    limit=self._limit):
+        for raw in raws:
             local_line, lines = lines, lines + 1
             try:
                 text = raw.decode("utf-8")
@@ -259,6 +297,50 @@ class RangeBatches:
         if batch:
             yield key + (batch_no,), batch
         self.lines, self.samples = lines, samples
+
+    def _rows(self):
+        """A Parquet range's rows or a JSON array's elements: each a sample at its row
+        or element number, the parsed object in the text slot (`render_batch.parse_row`
+        takes it as is), an element that is not an object a problem."""
+        from mintdim_beam.core.inputs import json_array, parquet
+
+        byte_range, key, size = self._range, self._range.key, self._size
+        if byte_range.format == "parquet":
+            values = parquet.iter_rows(self._handle, *byte_range.row_groups, size,
+                                       byte_range.given or byte_range.path)
+        else:
+            values = json_array.iter_elements(self._handle, byte_range.given or byte_range.path,
+                                              self._limit)
+        batch, batch_no, count = [], 0, 0
+        for value in values:
+            if type(value) is dict:
+                batch.append((count, count, value, None))
+            else:
+                batch.append((count, count, None, f"JSON array element is a JSON "
+                              f"{_json_type(value)}, not an object"))
+            count += 1
+            if len(batch) == size:
+                yield key + (batch_no,), batch
+                batch, batch_no = [], batch_no + 1
+        if batch:
+            yield key + (batch_no,), batch
+        self.lines = self.samples = count
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {list: "array", str: "string"}.get(type(value), "number")
+
+
+def _without_bom(raws):
+    """The lines, the UTF-8 BOM at the start of the first one dropped."""
+    for raw in raws:
+        yield raw[3:] if type(raw) is bytes and raw.startswith(b"\xef\xbb\xbf") else raw
+        break
+    yield from raws
 
 
 class Numbering(dict):

@@ -64,7 +64,9 @@ class Layout:
 
 def parse_row(chunk_key, local_line, text):
     """(the line's JSON value, None) or (None, its SourceParseError): not JSON, not an
-    object."""
+    object. A Parquet row or JSON array element comes parsed (`source.RangeBatches`)."""
+    if type(text) is dict:
+        return text, None
     try:
         row, end = _SCAN(text, 0)
         if end != len(text):

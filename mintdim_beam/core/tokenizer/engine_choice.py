@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from mintdim_beam.core.errors import TokenizerValidationError
+from mintdim_beam.core.errors import MintDimError, TokenizerValidationError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.inputs import compression
 from mintdim_beam.core.tokenizer.fast_bpe import ENGINE_TIKTOKEN, ENGINE_TOKENIZERS
@@ -38,35 +38,70 @@ def _strings(value, out: list) -> None:
 
 def sample_segments(paths: list[str], limit: int = SAMPLE_SEGMENTS) -> list[str]:
     """The strings of the first rows of each input file (up to `SAMPLE_BYTES` of each,
-    decompressed), at most `limit` in all; unreadable rows are skipped (the build
-    reports them with file and line)."""
+    decompressed; of a Parquet file the rows whose JSON takes that much), at most
+    `limit` in all; unreadable rows are skipped (the build reports them with file and
+    line)."""
     per_file = max(1, limit // max(1, len(paths)))
     found: list[str] = []
     for path in paths:
-        try:
-            with storage.open_read(path) as raw:
-                head = raw.read(SAMPLE_BYTES)
-            codec, _ = compression.sniff(head)
-            if codec not in (None, compression.PLAIN):
-                with storage.open_read(path) as raw:
-                    head = compression.decompressed(raw, codec).read(SAMPLE_BYTES)
-            elif codec is None:
-                continue
-        except Exception:  # noqa: BLE001 - the build's own reading reports the file
-            continue
         strings: list[str] = []
-        lines = head.splitlines()
-        if len(head) == SAMPLE_BYTES:
-            lines = lines[:-1]  # cut by the sample's end
-        for line in lines:
-            try:
-                _strings(json.loads(line), strings)
-            except (ValueError, UnicodeDecodeError):
-                continue
-            if len(strings) >= per_file:
-                break
+        try:
+            for row in _head_rows(path):
+                _strings(row, strings)
+                if len(strings) >= per_file:
+                    break
+        except Exception:  # noqa: BLE001 - the build's own reading reports the file
+            pass
         found += strings[:per_file]
     return found[:limit]
+
+
+def _head_rows(path: str):
+    """The parsed rows of the file's first `SAMPLE_BYTES` (`inputs.formats`)."""
+    from mintdim_beam.core.inputs import formats
+
+    with storage.open_read(path) as raw:
+        head = raw.read(SAMPLE_BYTES)
+    if head.startswith(formats.PARQUET_MAGIC):
+        yield from _parquet_head_rows(path)
+        return
+    codec, _ = compression.sniff(head)
+    if codec is None:
+        return
+    if codec != compression.PLAIN:
+        with storage.open_read(path) as raw:
+            head = compression.decompressed(raw, codec).read(SAMPLE_BYTES)
+    kind, bom = formats.text_format(head)
+    if kind == formats.JSON_ARRAY:
+        import io
+
+        from mintdim_beam.core.inputs.json_array import iter_elements
+
+        try:
+            yield from iter_elements(io.BytesIO(head), path, SAMPLE_BYTES)
+        except MintDimError:  # the sample's end cut the array
+            pass
+        return
+    lines = head[len(formats.BOM) if bom else 0:].splitlines()
+    if len(head) == SAMPLE_BYTES:
+        lines = lines[:-1]  # cut by the sample's end
+    for line in lines:
+        try:
+            yield json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            continue
+
+
+def _parquet_head_rows(path: str):
+    from mintdim_beam.core.inputs import parquet
+
+    with storage.open_read(path) as raw:
+        used, groups = 0, parquet.row_group_count(raw)
+        for row in parquet.iter_rows(raw, 0, groups, 256, path):
+            used += len(json.dumps(row, ensure_ascii=False)) + 1
+            if used > SAMPLE_BYTES:
+                return
+            yield row
 
 
 def _first_difference(tokenizer, fast, texts: list[str]) -> str | None:

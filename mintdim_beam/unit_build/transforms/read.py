@@ -30,7 +30,7 @@ class ReadRangeFn(beam.DoFn):
                 for batch in batches:
                     yield batch
                     done = counted
-                    if byte_range.codec == "plain":  # a compressed range counts at its end
+                    if byte_range.tells_progress:  # a compressed range counts at its end
                         done = min(max(handle.tell() - byte_range.start, counted), size)
                     tally(samples=len(batch[1]), bytes=done - counted)
                     counted = done
