@@ -319,3 +319,22 @@ def test_pack_build_skips_bad_rows_like_the_clean_twin(tmp_path, tokenizers_dir)
     assert verified.returncode == 0, verified.stdout
     assert cli(outs["bad"].parent, "report", "out").returncode == 0
     assert "## Rejected rows" in (outs["bad"] / "report" / "report.md").read_text()
+
+
+def test_a_parquet_row_is_rejected_by_its_row_number(tmp_path, tokenizers_dir):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(3)
+    rows = [{"q": sentence(rng, 2, 6), "a": sentence(rng, 1, 6)} for _ in range(30)]
+    rows[6]["a"], rows[19]["q"] = None, None
+    shutil.copy(tokenizers_dir / "hf_bpe.json", tmp_path / "tok.json")
+    # Parquet under the corpus's usual name: inputs are told apart by their first bytes
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "data.jsonl", row_group_size=8)
+    _build(tmp_path, MULTI_PROCESS + ["--input_range_bytes=1"], on_bad_row="skip",
+           max_rejected=0.1)
+    assert [(r["source_file"], r["source_line"], r["error"]) for r in _rows(tmp_path / "out")] == [
+        ("data.jsonl", 7, "SampleSchemaError"), ("data.jsonl", 20, "SampleSchemaError")]
+    kept = [json.loads(x) for x in (tmp_path / "out/sample_index.jsonl").read_text().splitlines()]
+    assert sorted(r["sample_id"] for r in kept) == list(range(28))
+    assert sorted(r["source_line"] for r in kept) == [n for n in range(1, 31) if n not in (7, 20)]
