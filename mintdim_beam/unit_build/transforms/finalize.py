@@ -9,6 +9,7 @@ import json
 import apache_beam as beam
 
 from mintdim_beam.core.config.unit_config import dataset_config
+from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.errors.failures import WorkerFailure
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
@@ -85,6 +86,9 @@ class FinalizeFn(beam.DoFn):
         if ds in self._inputs:
             ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
         ours["build_config"] = dataset_config(plan.dataset)  # what `verify --deep` rebuilds
+        entries = file_list.entries_block(plan.dataset.files)
+        if entries:  # directories and patterns as written; source.files lists their files
+            ours["source_entries"] = entries
         if plan.facts is not None:  # each special id and where it came from
             ours["special_tokens"] = plan.facts.manifest_block()
         ours["token_ids"] = {"bound": plan.id_bound}  # every id is below it
