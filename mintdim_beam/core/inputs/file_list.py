@@ -115,22 +115,22 @@ def _bytewise(names) -> list[str]:
     return sorted(names)
 
 
-def _split_root(entry: str) -> tuple[str, str]:
-    """(the entry up to its first component with a wildcard, the rest)."""
+def _root(entry: str) -> str:
+    """The entry up to its first path component with a wildcard (scheme kept)."""
     scheme = ""
     match = re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://", entry)
     if match:
         scheme, entry = match.group(0), entry[match.end():]
     parts = entry.split("/")
     first = next(i for i, part in enumerate(parts) if has_magic(part))
-    root, rest = "/".join(parts[:first]), "/".join(parts[first:])
+    root = "/".join(parts[:first])
     if not root and entry.startswith("/"):
         root = "/"
-    return scheme + root, rest
+    return scheme + root
 
 
 def _matches(entry: str) -> list[str]:
-    root, _ = _split_root(entry)
+    root = _root(entry)
     if storage.is_url(entry):
         fs = storage.filesystem(entry)
         base = fs._strip_protocol(root).rstrip("/")
