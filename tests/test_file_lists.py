@@ -318,3 +318,14 @@ def test_a_glob_and_a_directory_on_an_object_store(store, request, work):
     assert manifest["source"]["files"] == want
     assert manifest["source_entries"] == [{"entry": f"{base}/dir/*.jsonl", "files": 3}]
     assert len(manifest["inputs"]) == 3
+
+
+def test_a_chat_source_takes_a_directory_too(work):
+    for name in ("2", "1"):
+        write_jsonl(work / f"chat/{name}.jsonl", [{"messages": [
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": name}]}])
+    config = raw("chat")
+    config["source"] = {"type": "chat", "files": "chat", "chat_template": "chatml"}
+    (dataset,) = resolve_datasets(config)
+    assert [f.given for f in dataset.files] == ["chat/1.jsonl", "chat/2.jsonl"]
+    assert [f.entry for f in dataset.files] == ["chat", "chat"]
