@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from mintdim_beam.core.config.unit_config import (InputFile, check_arity, check_source,
                                                   check_tokenizer)
-from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.errors import PackValidationError, PipelineValidationError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.formats.megatron import dtype_for_vocab
+from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.render.template import CompiledTemplate, compile_template
 from mintdim_beam.core.tokenizer.engine_choice import choose_engine
 from mintdim_beam.core.tokenizer.special_tokens import (TokenizerOptions, read_tokenizer_config,

@@ -9,11 +9,11 @@ import json
 import apache_beam as beam
 
 from mintdim_beam.core.config.unit_config import dataset_config
-from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.errors.failures import WorkerFailure
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
 from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.version import __version__
 from mintdim_beam.runtime.faults import BundleFaults
 from mintdim_beam.runtime.first_error import FirstError
