@@ -5,7 +5,8 @@ every flag of ours, so `--help` is a complete reference without the docs at hand
 CONFIG_HELP = """CONFIG keys (YAML or JSON; paths relative to the working directory, or fsspec URLs):
 
   source (templated JSONL fields, mintdim's):
-    files: [...]              JSONL, plain / gzip / zstd
+    files: [...]              JSONL, plain / gzip / zstd; a directory or a glob stands
+                              for its files (sorted); per-file lists count entries
     fields: [[...]]           fields[i]: the keys read from files[i]
     templates: ["..."]        {name} placeholders, everything else literal
   source (dialogues):

@@ -14,6 +14,7 @@ from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
 from mintdim_beam.core.formats import megatron
 from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.version import __version__
 from mintdim_beam.runtime.faults import maybe_fail
 
@@ -64,6 +65,9 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
         "sequences": SEQUENCES,
         "inputs": inputs,
         "build_config": pack_raw(config),  # what `verify --deep` rebuilds
+        # directories and patterns as written (when any); source.files lists their files
+        **({"source_entries": entries} if (entries := file_list.entries_block(config.files))
+           else {}),
     }
 
 

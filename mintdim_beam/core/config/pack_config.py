@@ -17,6 +17,7 @@ from mintdim_beam.core.config.unit_config import (InputFile, check_arity, check_
 from mintdim_beam.core.errors import PackValidationError, PipelineValidationError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.formats.megatron import dtype_for_vocab
+from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.render.template import CompiledTemplate, compile_template
 from mintdim_beam.core.tokenizer.engine_choice import choose_engine
 from mintdim_beam.core.tokenizer.special_tokens import (TokenizerOptions, read_tokenizer_config,
@@ -129,19 +130,25 @@ def resolve_pack(raw: dict) -> PackConfig:
     if "samples_per_shard" in output:
         raise _bad("output.samples_per_shard", "samples_per_shard", output["samples_per_shard"])
     eod, seed, shard_tokens = _check_pack(raw.get("pack"))
-    seen = set()
-    for given in files:
-        if storage.resolve(given) in seen:
-            raise _bad("source.files", "duplicate_file", given)
-        seen.add(storage.resolve(given))
-    n = len(files)
+    repeat = file_list.first_repeat(files)  # also through a symlink, a hard link, a glob
+    if repeat is not None:
+        first, again = repeat
+        value = (repr(again.given) if again.given == first.given
+                 else f"{again.given!r} (the same file as {first.given!r})")
+        raise PackValidationError(component="source.files", rule="duplicate_file", value=value)
+    n = len(file_list.as_list(source["files"]))  # entries: a directory counts once
     check_arity(n, fields, templates, tokenizers, [[1]], [1], [output["dir"]], [1])
     pick = (lambda values, i: values[0] if len(values) == 1 else values[i])
-    compiled = tuple(compile_template(pick(templates, i), pick(fields, i), given)
-                     for i, given in enumerate(files))
+    compiled = {}  # per entry: its files share the template
+    for f in files:
+        if f.entry not in compiled:
+            compiled[f.entry] = compile_template(pick(templates, f.entry), pick(fields, f.entry),
+                                                 f.given)
     return PackConfig(
-        files=tuple(InputFile(i, given, storage.resolve(given)) for i, given in enumerate(files)),
-        fields=tuple(tuple(pick(fields, i)) for i in range(n)), templates=compiled,
+        files=tuple(InputFile(i, f.given, f.path, f.entry_text if f.expanded else "")
+                    for i, f in enumerate(files)),
+        fields=tuple(tuple(pick(fields, f.entry)) for f in files),
+        templates=tuple(compiled[f.entry] for f in files),
         tokenizer_kind=kind, tokenizer_given=tokenizers[0],
         tokenizer_path=storage.resolve(tokenizers[0]), config_given=options.config_given,
         config_path=options.config_path, bos=options.bos, eod=eod, seed=seed,

@@ -11,10 +11,13 @@ from mintdim_beam.core.config.schema import UNIT_BUILD, check_keys, check_run_op
 from mintdim_beam.core.config.sources import DialogueSource, dialogue_source, source_kind
 from mintdim_beam.core.errors import (FieldMappingError, MintDimFileNotFoundError,
                                       OutputMappingError, PipelineValidationError,
-                                      SamplesPerShardError, TemplateMappingError,
-                                      TokenizerMappingError, TokenizerValidationError,
-                                      UnitMappingError, UnitValidationError)
+                                      SamplesPerShardError, SourceFilesError,
+                                      TemplateMappingError, TokenizerMappingError,
+                                      TokenizerValidationError, UnitMappingError,
+                                      UnitValidationError)
 from mintdim_beam.core.files import storage
+from mintdim_beam.core.inputs import file_list
+from mintdim_beam.core.inputs.file_list import ListedFile
 from mintdim_beam.core.tokenizer.special_tokens import (TokenizerOptions, check_options,
                                                        tiktoken_keys)
 from mintdim_beam.core.tokenizer.tokenizers import KINDS
@@ -22,9 +25,10 @@ from mintdim_beam.core.tokenizer.tokenizers import KINDS
 
 @dataclass(frozen=True)
 class InputFile:
-    index: int  # position in source.files
-    given: str  # the path exactly as the user wrote it (recorded in index rows)
+    index: int  # position among the files source.files gives (entries expanded)
+    given: str  # the path as the user wrote it, or as its entry spells it (index rows)
     path: str  # resolved path used for I/O
+    entry: str = ""  # the source.files entry that gave it (a directory, a pattern): manifest
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,8 @@ def _is_int(value) -> bool:
 
 
 def _check_files(files) -> list[str]:
-    if isinstance(files, str) or not isinstance(files, (list, tuple)):
+    files = file_list.as_list(files)  # one path string: a list of one
+    if not isinstance(files, (list, tuple)):
         raise PipelineValidationError(missing=["source.files (a list of JSONL paths)"])
     for i, path in enumerate(files):
         if not isinstance(path, str):
@@ -99,16 +104,26 @@ def _check_files(files) -> list[str]:
     return list(files)
 
 
-def _existing(files: list[str]) -> list[str]:
-    for path in files:
-        if not storage.is_file(storage.resolve(path)):
-            raise MintDimFileNotFoundError(context="source", missing_file=path)
-    return files
+def _existing(files: list[str]) -> list[ListedFile]:
+    """The entries' files (directories and patterns expanded, `file_list`); the per-file
+    lists (fields, templates, tokenizers, units, outputs) count entries, not files."""
+    return file_list.expand(files, context="source")
+
+
+def _refuse_repeats(files: list[ListedFile], output: str) -> None:
+    """One file named twice for one output (a repeat, a symlink, a hard link, a pattern
+    and a path) would feed every document twice."""
+    repeat = file_list.first_repeat(files)
+    if repeat is not None:
+        first, again = repeat
+        raise SourceFilesError(entry=again.given, rule="duplicate", other=first.given,
+                               output=output)
 
 
 def check_source(source: dict):
-    """(files, fields, templates, dialogue settings or None). Shared with pack-build's
-    config (`pack_config`), as are `check_tokenizer` and `check_arity`."""
+    """(files, fields, templates, dialogue settings or None); files as `ListedFile`s,
+    each with the position of its entry (the arity of the per-file lists). Shared with
+    pack-build's config (`pack_config`), as are `check_tokenizer` and `check_arity`."""
     kind = source_kind(source)
     if kind != "jsonl":
         dialogue = dialogue_source(source, kind)
@@ -131,8 +146,8 @@ def check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
             raise TokenizerValidationError(unsupported_format=True)
         raise TokenizerValidationError(unsupported_format=True, given_type=str(kind),
                                        known_types=list(KINDS), suggestion=suggest(kind, KINDS))
-    files = tokenizer.get("files")
-    if isinstance(files, str) or not isinstance(files, (list, tuple)) or not files:
+    files = file_list.as_list(tokenizer.get("files"))  # one path string: a list of one
+    if not isinstance(files, (list, tuple)) or not files:
         raise TokenizerValidationError(
             component="files", problem="tokenizer.files must be a non-empty list of paths")
     for path in files:
@@ -225,13 +240,16 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
     kind, tokenizers, tokenizer_options = check_tokenizer(raw["tokenizer"])
     sizes, batches = _check_units(raw["units"])
     outputs, counts = _check_output(raw["output"])
-    n = len(files)
+    n = len(_check_files(raw["source"]["files"]))  # entries: a directory counts once
     check_arity(n, fields, templates, tokenizers, sizes, batches, outputs, counts)
 
     per_file = []
-    for i, given in enumerate(files):
+    for pos, listed in enumerate(files):
+        i = listed.entry
         per_file.append({
-            "file": InputFile(i, given, storage.resolve(given)),
+            "file": InputFile(pos, listed.given, listed.path,
+                              listed.entry_text if listed.expanded else ""),
+            "listed": listed,
             "fields": tuple(_pick(fields, i)),
             "template": _pick(templates, i),
             "template_file_index": 0 if len(templates) == 1 else i,
@@ -250,6 +268,7 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
     datasets = []
     for out_path, members in groups.items():
         first = members[0]
+        _refuse_repeats([m["listed"] for m in members], first["output"])
         differing = [name for name in _SETTINGS
                      if any(m[name] != first[name] for m in members[1:])]
         if differing:

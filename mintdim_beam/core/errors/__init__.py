@@ -17,6 +17,7 @@ from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashEr
                                            ReaderArgumentError, ReaderStateError, ScratchSpaceError,
                                            ShardRecordError,
                                            SourceChangedError, SourceFormatError)
+from mintdim_beam.core.errors.inputs import SourceFilesError
 from mintdim_beam.core.errors.pack import PackEmptyError, PackValidationError
 from mintdim_beam.core.errors.read import (UnitReadBatchError, UnitReadMaskingError,
                                            UnitReadMetadataError, UnitReadQueueError,
@@ -59,6 +60,7 @@ __all__ = [
     "ConfigValueError",
     "SourceChangedError",
     "SourceFormatError",
+    "SourceFilesError",
     "EncoderCrashError",
     "OutputWriteError",
     "BuildInterruptedError",

@@ -14,6 +14,7 @@ from mintdim_beam.core.errors.failures import WorkerFailure, rejected_row
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
 from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.version import __version__
 from mintdim_beam.runtime.faults import BundleFaults
 from mintdim_beam.runtime.first_error import FirstError
@@ -114,6 +115,9 @@ class FinalizeFn(beam.DoFn):
             ours["bad_rows"] = plan.bad_rows.manifest_block(
                 len(rows), numbering.totals.get(ds, 0) + len(rows))
         ours["build_config"] = dataset_config(plan.dataset)  # what `verify --deep` rebuilds
+        entries = file_list.entries_block(plan.dataset.files)
+        if entries:  # directories and patterns as written; source.files lists their files
+            ours["source_entries"] = entries
         if plan.facts is not None:  # each special id and where it came from
             ours["special_tokens"] = plan.facts.manifest_block()
         ours["token_ids"] = {"bound": plan.id_bound}  # every id is below it
