@@ -7,8 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import difflib
+
+from mintdim_beam.core.errors.config_keys import ConfigValueError
+
 POLICIES = ("abort", "skip")
 DEFAULT_MAX_REJECTED = 0.01
+# What each key holds, in words (the declared schema says the same: `schema.BAD_ROWS`).
+POLICY_WHAT = "a row that cannot become a sample"
+FRACTION_WHAT = ("a number from 0 to 1 (the fraction of rows that may be rejected under "
+                 "on_bad_row: skip)")
 
 
 @dataclass(frozen=True)
@@ -27,15 +35,14 @@ class BadRows:
 
 def bad_rows(on_bad_row="abort", max_rejected=None) -> BadRows:
     """The checked policy (a `ConfigValueError` before any output)."""
-    from mintdim_beam.core.config.schema import BAD_ROWS, check_choice
-    from mintdim_beam.core.errors.config_keys import ConfigValueError
-
     on_bad_row = "abort" if on_bad_row is None else on_bad_row
-    check_choice("on_bad_row", on_bad_row, POLICIES, BAD_ROWS["on_bad_row"].what)
+    if on_bad_row not in POLICIES:
+        near = difflib.get_close_matches(str(on_bad_row), POLICIES, n=1)
+        raise ConfigValueError(key="on_bad_row", value=on_bad_row, expected=POLICY_WHAT,
+                               allowed=list(POLICIES), suggestion=near[0] if near else None)
     max_rejected = DEFAULT_MAX_REJECTED if max_rejected is None else max_rejected
     if type(max_rejected) not in (int, float) or not 0 <= max_rejected <= 1:
-        raise ConfigValueError(key="max_rejected", value=max_rejected,
-                               expected=BAD_ROWS["max_rejected"].what)
+        raise ConfigValueError(key="max_rejected", value=max_rejected, expected=FRACTION_WHAT)
     return BadRows(on_bad_row, float(max_rejected))
 
 

@@ -25,6 +25,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from mintdim_beam.core.config.bad_rows import FRACTION_WHAT, POLICY_WHAT
 from mintdim_beam.core.config.bad_rows import POLICIES as BAD_ROW_CHOICES
 from mintdim_beam.core.errors import ConfigUnknownKeyError, ConfigValueError
 from mintdim_beam.core.tokenizer.tiktoken_files import FAMILIES
@@ -208,11 +209,8 @@ PACK = Block(keys={"eod": Key("the end-of-document token's text, or null for EOS
                    "shard_tokens": Key("about how many tokens per shard (a positive int)")})
 
 # Rows that cannot become samples, and how many may (the bad-row policy's keys).
-BAD_ROWS = {"on_bad_row": Key("a row that cannot become a sample", BAD_ROW_POLICIES,
-                              default="abort"),
-            "max_rejected": Key("a number from 0 to 1 (the fraction of rows that may be "
-                                "rejected under on_bad_row: skip)", valid=_fraction,
-                                default=0.01)}
+BAD_ROWS = {"on_bad_row": Key(POLICY_WHAT, BAD_ROW_POLICIES, default="abort"),
+            "max_rejected": Key(FRACTION_WHAT, valid=_fraction, default=0.01)}
 
 UNIT_BUILD = Block(keys={
     "source": Key("the input files and what a sample is", block=SOURCE),
