@@ -37,7 +37,8 @@ def test_the_template_entry_point_with_every_template_parameter_on_the_portable_
     bytes of the same build run by `mintdim-beam build`."""
     metadata = json.loads((REPO / "deploy/dataflow/metadata.json").read_text())
     values = {"on_overflow": "truncate", "on_template_unk": "continue",
-              "on_lossy": "continue", "input_range_bytes": "65536"}
+              "on_lossy": "continue", "on_bad_row": "skip", "max_rejected": "0.01",
+              "input_range_bytes": "65536"}
     config = yaml.safe_load((REPO / "examples/unit_build.yaml").read_text())
     for key in ("source", "tokenizer"):
         text = json.dumps(config[key]).replace("examples/", f"{REPO}/examples/")
@@ -73,6 +74,7 @@ def test_the_template_entry_point_with_every_template_parameter_on_the_portable_
                 time.sleep(0.2)
         runs[name] = {d: read_tree(tmp_path / name / d) for d in ("a", "b")}
     assert runs["template"] == runs["command"]
+    assert "rejected_index.jsonl" in runs["template"]["a"]  # on_bad_row reached the build
 
 
 def test_a_finished_job_whose_output_is_elsewhere_is_a_failed_build(tmp_path):
