@@ -21,7 +21,7 @@ def rejected_figures(out: str, manifest: dict) -> dict | None:
         classes[row["error"]] += 1
         if len(first) < FIRST:
             first.append(row)
-    return {"rows": block.get("rows"), "rejected": rows, "recorded": block.get("rejected"),
+    return {"rows": block.get("rows"), "rejected": rows, "recorded": manifest.get("rejected"),
             "max_rejected": block.get("max_rejected"), "by_error": dict(classes.most_common()),
             "first": first}
 

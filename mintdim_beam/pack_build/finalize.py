@@ -6,10 +6,10 @@ output URL joined with its name: exactly what Megatron's `--data-path` must say)
 scratch removed and the output released. A failed build never gets a manifest."""
 from __future__ import annotations
 
-from mintdim_beam.core.config.bad_rows import BadRows, exceeds
+from mintdim_beam.core.config.bad_rows import BadRows
 from mintdim_beam.core.config.pack_config import pack_raw
-from mintdim_beam.core.errors import PackEmptyError, TooManyRejectedError
-from mintdim_beam.core.errors.failures import WorkerFailure, rejected_row
+from mintdim_beam.core.errors import PackEmptyError
+from mintdim_beam.core.errors.failures import WorkerFailure
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
 from mintdim_beam.core.formats import megatron
@@ -17,6 +17,7 @@ from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.version import __version__
 from mintdim_beam.runtime.faults import maybe_fail
+from mintdim_beam.runtime.rejected_rows import finish_rejected
 
 MANIFEST = "manifest.json"
 SEQUENCES = "per_dataset_sequences.json"
@@ -75,17 +76,8 @@ def finalize(shards, error, parts, plan, inputs, rows=BadRows(), rejected=(), nu
     if error is not None:
         raise WorkerFailure(error)
     config = plan.config
-    bad = []
-    if rows.skip:  # in file and line order; stop here when there are too many
-        bad = [rejected_row(e, numbering, {0: config})
-               for e in sorted(rejected, key=lambda e: e.order)]
-        total = numbering.totals.get(0, 0) + len(bad)
-        if exceeds(rows, len(bad), total):
-            raise WorkerFailure(TooManyRejectedError(
-                output=config.output_given, rejected=len(bad), rows=total,
-                max_rejected=rows.max_rejected,
-                first=[f"{r['source_file']}:{r['source_line']}: {r['error']}: {r['reason']}"
-                       for r in bad[:5]]).to_payload())
+    if rows.skip:  # stops here when more rows were bad than max_rejected allows
+        rejected_text, rejected_keys = finish_rejected(rows, rejected, numbering, {0: config}, 0)
     if not shards:
         raise WorkerFailure(PackEmptyError(files=[f.given for f in config.files],
                                            empty=sum(p.empty for p in parts)).to_payload())
@@ -98,9 +90,8 @@ def finalize(shards, error, parts, plan, inputs, rows=BadRows(), rejected=(), nu
     sums = {name: summed for s in shards for name, summed in s.sums}
     if rows.skip:
         sums[fmt.REJECTED_INDEX] = checksums.write_text(
-            storage.join(out, fmt.REJECTED_INDEX), "".join(fmt.jsonl_row(r) for r in bad), out)
-        doc["rejected"] = len(bad)
-        doc["bad_rows"] = rows.manifest_block(len(bad), numbering.totals.get(0, 0) + len(bad))
+            storage.join(out, fmt.REJECTED_INDEX), rejected_text, out)
+        doc.update(rejected_keys)
     # every shard file, as written; per_dataset_sequences.json names the output by its
     # absolute path (as Megatron's --data-path must), so verify checks it against the
     # shards instead

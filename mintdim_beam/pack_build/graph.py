@@ -16,6 +16,7 @@ from mintdim_beam.pack_build.tokenize import COUNTS, ERRORS, TokenizeRangeFn
 from mintdim_beam.pack_build.write import WriteShardFn
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
 from mintdim_beam.runtime.first_error import FirstError
+from mintdim_beam.runtime.rejected_rows import split_rejected
 from mintdim_beam.runtime.options import is_single_process, max_line_bytes
 
 
@@ -30,14 +31,9 @@ def expand_pack_build(p, plan, ranges, rows: BadRows = BadRows()):
     tokenized = ranges_in | "Tokenize" >> beam.ParDo(
         TokenizeRangeFn(plan, max_line_bytes(p.options))).with_outputs(COUNTS, ERRORS,
                                                                        main="parts")
-    errors = tokenized[ERRORS]
-    if rows.skip:
-        rejected, errors = errors, p | "NoErrors" >> beam.Create([])
-    else:
-        rejected = p | "NoRejectedRows" >> beam.Create([])
+    errors, rejected = split_rejected(p, tokenized[ERRORS], {0} if rows.skip else set())
     numbering = tokenized[COUNTS] | "NumberLines" >> ApplyToAll(
-        lambda counts, gone: number_ranges([config], dict(counts),
-                                           [(e.order[:3], e.local_sample) for e in gone]),
+        lambda counts, gone: number_ranges([config], dict(counts), gone),
         beam.pvalue.AsList(rejected))
     parts = tokenized.parts | "Parts" >> beam.Map(lambda part: part)
     ordered = parts | "Order" >> beam.ParDo(OrderRangeFn(plan),

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from mintdim_beam.core.errors.failures import one_line, resolve
+from mintdim_beam.core.errors.failures import rejected_row, resolve
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
-
-NAMED = 5  # bad rows named in the note after the first
+from mintdim_beam.runtime.rejected_rows import NAMED, row_text
 BAD_ROW_CLASSES = ("SourceParseError", "SampleSchemaError")  # not a unit decision
 
 
@@ -19,14 +18,9 @@ def first_error(pending_errors, numbering, datasets):
         return None
     ordered = sorted(pending_errors, key=lambda e: e.order)
     payload = resolve(ordered[0], numbering, datasets)
-    rows = [e for e in ordered[1:] if e.cls in BAD_ROW_CLASSES]
+    rows = [e for e in ordered[1:] if e.cls in BAD_ROW_CLASSES and e.locator == "file_line"]
     if rows:
-        named = []
-        for pending in rows[:NAMED]:
-            other = resolve(pending, numbering, datasets)
-            kw = other["kwargs"]
-            where = kw.get("sample") or f"{kw.get('file')}:{kw.get('line')}"
-            named.append(f"{where}: {other['class']}: {one_line(other)}")
+        named = [row_text(rejected_row(e, numbering, datasets)) for e in rows[:NAMED]]
         more = len(rows) - len(named)
         payload["notes"] = [
             f"The build found {len(rows)} more bad row(s) after this one:\n"

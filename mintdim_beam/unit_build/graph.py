@@ -16,6 +16,7 @@ from mintdim_beam.core.inputs.input_files import manifest_inputs
 from mintdim_beam.core.inputs.source import number_ranges
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
 from mintdim_beam.runtime.first_error import FirstError
+from mintdim_beam.runtime.rejected_rows import split_rejected
 from mintdim_beam.unit_build.transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits,
                                                        UnitOffsets, declared_units,
                                                        number_candidates, overflow_candidates)
@@ -42,21 +43,6 @@ def real_errors(pending):
     return pending | "NotSkips" >> beam.Filter(lambda e: not isinstance(e, ExtraTurnsPending))
 
 
-def split_rejected(p, plans: dict, pending):
-    """(errors, rejected rows): under `on_bad_row="skip"` a dataset's bad rows leave the
-    errors for `rejected_index.jsonl` (a dialogue with extra turns is a decision, not a
-    bad row, and stays for the overflow decision)."""
-    skipping = {ds for ds, plan in plans.items() if plan.bad_rows.skip}
-    if not skipping:
-        return pending, p | "NoRejectedRows" >> beam.Create([])
-
-    def rejected(error, _):
-        return int(error.dataset in skipping and not isinstance(error, ExtraTurnsPending))
-
-    errors, rows = pending | "BadRows" >> beam.Partition(rejected, 2)
-    return errors, rows
-
-
 def read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
     """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts and
     the rows rejected under `on_bad_row="skip"` (which take no sample id).
@@ -70,11 +56,11 @@ def read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
     read = p | "ReadJSONL" >> ReadJSONL(ranges, batch_sizes, spread=spread,
                                         max_line_bytes=max_line_bytes(p.options))
     rendered = read["batches"] | "Render" >> Render(plans)
-    errors, rejected = split_rejected(p, plans, rendered[ERRORS])
+    errors, rejected = split_rejected(
+        p, rendered[ERRORS], {ds for ds, plan in plans.items() if plan.bad_rows.skip})
     numbering = read[COUNTS] | "NumberLines" >> ApplyToAll(
         lambda counts, gone: number_ranges([datasets[d] for d in sorted(datasets)],
-                                           dict(counts),
-                                           [(e.order[:3], e.local_sample) for e in gone]),
+                                           dict(counts), gone),
         beam.pvalue.AsList(rejected))
     tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(
         plans, encoder_processes(p.options), warm_key, {r.key: r.start for r in ranges})

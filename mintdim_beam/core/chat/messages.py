@@ -44,6 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from mintdim_beam.core.render.template import json_kind as _json_type
+
 ROLE_ALIASES: dict[str, str] = {
     "system": "system",
     "user": "user", "human": "user",
@@ -104,13 +106,6 @@ class Message:
         if reasoning is not None:
             out = {"thinking": reasoning, **out, "reasoning_content": reasoning}
         return out
-
-
-def _json_type(value) -> str:
-    if value is None:
-        return "null"
-    return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
-        type(value), "number" if isinstance(value, (int, float)) else type(value).__name__)
 
 
 def _content(value, index: int) -> str | None:

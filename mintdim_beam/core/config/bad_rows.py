@@ -28,9 +28,10 @@ class BadRows:
     def skip(self) -> bool:
         return self.policy == "skip"
 
-    def manifest_block(self, rejected: int, rows: int) -> dict:
-        return {"on_bad_row": self.policy, "max_rejected": self.max_rejected,
-                "rejected": rejected, "rows": rows}
+    def manifest_block(self, rows: int) -> dict:
+        """The policy and the rows it judged (accepted and rejected); the count of
+        rejected ones is the manifest's `rejected`."""
+        return {"on_bad_row": self.policy, "max_rejected": self.max_rejected, "rows": rows}
 
 
 def bad_rows(on_bad_row="abort", max_rejected=None) -> BadRows:

@@ -85,10 +85,8 @@ def one_line(payload: dict) -> str:
 
 def rejected_row(pending: PendingError, numbering: dict, datasets) -> dict:
     """A row of `rejected_index.jsonl`: where the row is, its error class and why."""
-    payload = resolve(pending, numbering, datasets)
-    line_offset, _ = numbering[(pending.dataset, pending.file_pos, pending.range_no)]
-    return {"source_file": datasets[pending.dataset].files[pending.file_pos].given,
-            "source_line": line_offset + pending.local_line + 1,
+    payload = resolve(pending, numbering, datasets)  # a bad row's locator is file_line
+    return {"source_file": payload["kwargs"]["file"], "source_line": payload["kwargs"]["line"],
             "error": payload["class"], "reason": one_line(payload)}
 
 

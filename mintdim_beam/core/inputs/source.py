@@ -303,6 +303,7 @@ class RangeBatches:
         or element number, the parsed object in the text slot (`render_batch.parse_row`
         takes it as is), an element that is not an object a problem."""
         from mintdim_beam.core.inputs import json_array, parquet
+        from mintdim_beam.core.render.template import json_kind
 
         byte_range, key, size = self._range, self._range.key, self._size
         if byte_range.format == "parquet":
@@ -317,7 +318,7 @@ class RangeBatches:
                 batch.append((count, count, value, None))
             else:
                 batch.append((count, count, None, f"JSON array element is a JSON "
-                              f"{_json_type(value)}, not an object"))
+                              f"{json_kind(value)}, not an object"))
             count += 1
             if len(batch) == size:
                 yield key + (batch_no,), batch
@@ -325,14 +326,6 @@ class RangeBatches:
         if batch:
             yield key + (batch_no,), batch
         self.lines = self.samples = count
-
-
-def _json_type(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    return {list: "array", str: "string"}.get(type(value), "number")
 
 
 def _without_bom(raws):
@@ -370,7 +363,7 @@ class Numbering(dict):
 
 def number_ranges(datasets, counts: dict, rejected=()) -> Numbering:
     """Per-range (line offset, sample offset) from per-range (lines, samples) counts and
-    the (range key, local sample) of every rejected row.
+    the rows rejected under `on_bad_row="skip"` (`PendingError`s: range and sample).
 
     Line numbers restart in every file; sample ids run across the files of a dataset,
     over the rows that became samples.
@@ -378,8 +371,8 @@ def number_ranges(datasets, counts: dict, rejected=()) -> Numbering:
     import numpy as np
 
     gaps: dict = {}
-    for key, local_sample in rejected:
-        gaps.setdefault(tuple(key), []).append(local_sample)
+    for row in rejected:
+        gaps.setdefault(row.order[:3], []).append(row.local_sample)
     gaps = {key: np.unique(np.asarray(found, dtype=np.int64)) for key, found in gaps.items()}
     offsets, totals = {}, {}
     ranges_by_file: dict[tuple[int, int], list[int]] = {}

@@ -81,6 +81,15 @@ def render_value(value) -> str | None:
     return None
 
 
+def json_kind(value) -> str:
+    """A JSON value's kind in JSON's words (`object`, `array`, `string`, `number`,
+    `boolean`, `null`), for messages about rows and dialogues."""
+    if value is None:
+        return "null"
+    return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
+        type(value), "number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
 def json_type_name(value) -> str:
     if value is None:
         return "null"

@@ -146,15 +146,15 @@ def number_candidates(candidates, datasets, numbering) -> dict:
         ds, file_pos, range_no, _ = chunk_key
         line_offset, _ = numbering[(ds, file_pos, range_no)]
         source_file = datasets[ds].files[file_pos].given
+        ids = numbering.sample_ids((ds, file_pos, range_no), entries[:, 1]).tolist()
         by_ds.setdefault(ds, []).extend(
-            Candidate(order=chunk_key + (j, local_line),
-                      sample_id=int(numbering.sample_ids((ds, file_pos, range_no), local_sample)),
+            Candidate(order=chunk_key + (j, local_line), sample_id=sample_id,
                       token_count=token_count, source_file=source_file,
                       source_line=line_offset + local_line + 1,
                       trained_kept=None if trained_kept < 0 else trained_kept,
                       part=None if part < 0 else part, kept=None if kept < 0 else kept)
-            for j, local_sample, local_line, token_count, trained_kept, part, kept
-            in entries.tolist())
+            for sample_id, (j, _, local_line, token_count, trained_kept, part, kept)
+            in zip(ids, entries.tolist()))
     return by_ds
 
 

@@ -9,8 +9,7 @@ import json
 import apache_beam as beam
 
 from mintdim_beam.core.config.unit_config import dataset_config
-from mintdim_beam.core.config.bad_rows import exceeds
-from mintdim_beam.core.errors.failures import WorkerFailure, rejected_row
+from mintdim_beam.core.errors.failures import WorkerFailure
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
 from mintdim_beam.core.formats import mintdim as fmt
@@ -18,6 +17,7 @@ from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.version import __version__
 from mintdim_beam.runtime.faults import BundleFaults
 from mintdim_beam.runtime.first_error import FirstError
+from mintdim_beam.runtime.rejected_rows import finish_rejected
 
 _EMPTY_STATS = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
                 "unk_tokens": 0, "unit_distribution": {}}
@@ -32,25 +32,6 @@ def first_lossy(plan, part_path: str) -> dict:
         "file": row["source_file"], "line": row["source_line"],
         "segment": row["segment_names"][0], "kind": row["kinds"][0],
         "source": row["source"], "decoded": row["decoded"]}}
-
-
-def rejected_rows(plan, rejected, numbering) -> list[dict]:
-    """The dataset's rejected rows in file and line order (`rejected_index.jsonl`)."""
-    ds = plan.dataset.index
-    mine = sorted((e for e in rejected if e.dataset == ds), key=lambda e: e.order)
-    return [rejected_row(e, numbering, {ds: plan.dataset}) for e in mine]
-
-
-def check_rejected(plan, rows: list, accepted: int) -> None:
-    """Stop before the manifest when more rows were bad than `max_rejected` allows."""
-    policy = plan.bad_rows
-    total = accepted + len(rows)
-    if exceeds(policy, len(rows), total):
-        first = [f"{r['source_file']}:{r['source_line']}: {r['error']}: {r['reason']}"
-                 for r in rows[:5]]
-        raise WorkerFailure({"class": "TooManyRejectedError", "kwargs": {
-            "output": plan.dataset.output_given, "rejected": len(rows), "rows": total,
-            "max_rejected": policy.max_rejected, "first": first}})
 
 
 class FinalizeFn(beam.DoFn):
@@ -68,8 +49,9 @@ class FinalizeFn(beam.DoFn):
         if error is not None:
             raise WorkerFailure(error)
         plan = self._plans[ds]
-        rows = rejected_rows(plan, rejected, numbering) if plan.bad_rows.skip else []
-        check_rejected(plan, rows, numbering.totals.get(ds, 0))
+        if plan.bad_rows.skip:  # stops here when more rows were bad than max_rejected allows
+            rejected_text, rejected_keys = finish_rejected(
+                plan.bad_rows, rejected, numbering, {ds: plan.dataset}, ds)
         out = plan.dataset.output_path
         sizes = overflow_plans[ds].sizes
 
@@ -95,7 +77,7 @@ class FinalizeFn(beam.DoFn):
         concat(fmt.DUPLICATE_INDEX, [d[1] for d in dups])
         concat(fmt.OVERFLOW_INDEX, [overflow_plans[ds].rows_path])  # written by the decision
         if plan.bad_rows.skip:
-            write(fmt.REJECTED_INDEX, "".join(fmt.jsonl_row(r) for r in rows))
+            write(fmt.REJECTED_INDEX, rejected_text)
 
         summary = stats.get(ds, _EMPTY_STATS)
         distribution = {int(k): v for k, v in summary["unit_distribution"].items()}
@@ -111,9 +93,7 @@ class FinalizeFn(beam.DoFn):
         if ds in self._inputs:
             ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
         if plan.bad_rows.skip:  # the rows that did not become samples, and the policy
-            ours["rejected"] = len(rows)
-            ours["bad_rows"] = plan.bad_rows.manifest_block(
-                len(rows), numbering.totals.get(ds, 0) + len(rows))
+            ours.update(rejected_keys)
         ours["build_config"] = dataset_config(plan.dataset)  # what `verify --deep` rebuilds
         entries = file_list.entries_block(plan.dataset.files)
         if entries:  # directories and patterns as written; source.files lists their files
