@@ -13,10 +13,15 @@ untimed helpers around it:
   dolma      `dolma tokens` (dolma 1.2.1's CLI, its console script run by
              run_pack.py, not through this file): the same pre-rendered files, EOS = the
              EOD id after each document, no BOS, encode_special_tokens as ours
+  megatron   Megatron-LM's `tools/preprocess_data.py` (a checkout the user made at
+             MEGATRON_TAG, run unmodified by run_pack.py with the Python of its venv):
+             one pre-rendered file, HuggingFaceTokenizer on the same tokenizer.json,
+             --append-eod, WORKERS encoder processes
 
 Untimed (imported by run_pack.py): the tokenizer training, the pre-rendered JSONL for
-datatrove and dolma, the `dolma tokens` command line, and the readers of the outputs (documents, tokens and the multiset of the
-documents' token sequences).
+datatrove, dolma and Megatron-LM, the `dolma tokens` and `preprocess_data.py` command
+lines, Megatron's tokenizer folder, and the readers of the outputs (documents, tokens
+and the multiset of the documents' token sequences).
 
 usage: python pack_targets.py bound CORPUS TOKENIZER
        python pack_targets.py ours CONFIG [beam flags...]
@@ -30,6 +35,7 @@ import time
 TEMPLATE = "{instruction}\n\n{input}\n\n{output}"
 FIELDS = ["instruction", "input", "output"]
 EOD = "<|endoftext|>"
+MEGATRON_TAG = "core_v0.16.1"  # the Megatron-LM tag the README pins (megatron-core 0.16.1)
 BATCH = 4096  # documents per encode_batch call in the bound
 
 
@@ -266,6 +272,81 @@ def legacy_tokenizer(tokenizer, path):
     tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     tmp.rename(path)
     return path
+
+
+def megatron_tokenizer_dir(tokenizer, folder):
+    """A folder that `transformers.AutoTokenizer` (Megatron's HuggingFaceTokenizer)
+    loads as the same tokenizer: the tokenizer.json, and a tokenizer_config.json naming
+    EOD as its eos_token, whose id is what `--append-eod` appends (Megatron's `eod` is
+    the eos_token's id; without one it has none). Untimed; written once."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    config = folder / "tokenizer_config.json"
+    if config.exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_bytes(Path(tokenizer).read_bytes())
+    tmp = folder / "tokenizer_config.partial"
+    tmp.write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": EOD})
+                   + "\n", encoding="utf-8")
+    tmp.rename(config)
+    return folder
+
+
+def megatron_checkout(path) -> dict:
+    """What a Megatron-LM checkout is: its tools/preprocess_data.py and the
+    megatron-core version its megatron/core/package_info.py states. ValueError when
+    PATH is not a checkout (no tools/preprocess_data.py or no megatron/ package)."""
+    import re
+    from pathlib import Path
+
+    root = Path(path)
+    script = root / "tools" / "preprocess_data.py"
+    info = root / "megatron" / "core" / "package_info.py"
+    if not script.is_file() or not info.is_file():
+        raise ValueError(f"{path} is not a Megatron-LM checkout (it needs tools/preprocess_data.py "
+                         f"and megatron/core/package_info.py; clone Megatron-LM at {MEGATRON_TAG})")
+    parts = dict(re.findall(r"^(MAJOR|MINOR|PATCH|PRE_RELEASE) = ['\"]?([^'\"\n]*)['\"]?$",
+                            info.read_text(encoding="utf-8"), re.M))
+    version = ".".join(parts.get(k, "?") for k in ("MAJOR", "MINOR", "PATCH")) + parts.get("PRE_RELEASE", "")
+    return {"root": str(root.resolve()), "script": str(script.resolve()), "version": version}
+
+
+def megatron_command(python, script, text_file, tokenizer_dir, out, workers: int) -> list:
+    """`tools/preprocess_data.py` as Megatron-LM's data-preparation guide shows it for GPT
+    data (HuggingFaceTokenizer, --append-eod, one input file, document level), the
+    `text` key, WORKERS encoder processes. It writes OUT/megatron_text_document.{bin,idx}."""
+    from pathlib import Path
+
+    return [str(python), str(script), "--input", str(text_file),
+            "--output-prefix", str(Path(out) / "megatron"),
+            "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", str(tokenizer_dir),
+            "--json-keys", "text", "--append-eod", "--workers", str(workers)]
+
+
+def read_megatron(out) -> dict:
+    """Documents and tokens of preprocess_data.py's output (OUT/megatron_text_document:
+    the same `.bin`/`.idx` layout as ours, read with our own reader), and the sorted
+    hashes of the documents' token sequences (the EOD included)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from mintdim_beam.core.formats.megatron import read_idx
+
+    idx = Path(out) / "megatron_text_document.idx"
+    index = read_idx(idx.read_bytes())
+    if index.dtype != "uint16":
+        raise ValueError(f"{idx}: dtype {index.dtype}, expected uint16 (an 8k vocabulary)")
+    data = idx.with_suffix(".bin").read_bytes()
+    # One sequence per document (no --split-sentences): the document index is 0..N.
+    if index.documents.tolist() != list(range(len(index.lengths) + 1)):
+        raise ValueError(f"{idx}: not one sequence per document")
+    ends = np.cumsum(index.lengths, dtype=np.int64).tolist()
+    return {"documents": len(index.lengths), "tokens": int(index.lengths.sum()),
+            "digests": sorted(_digests(data, ends))}
 
 
 def read_dolma(out) -> dict:

@@ -17,14 +17,20 @@ document. Measures, in interleaved rounds (the fastest run of each counts):
       EOD id, 2 processes (--dolma, default benchmarks/.work/venvs/dolma/bin/dolma, env
       MINTDIM_DOLMA; skipped with a notice when none; `bash benchmarks/peers.sh` makes
       the peers' venvs);
+  (e) Megatron-LM's tools/preprocess_data.py, unmodified, from a checkout the user made
+      at MEGATRON_TAG (--megatron-lm PATH, env MINTDIM_MEGATRON_LM; skipped with a
+      notice when none), run by the Python of its venv (--megatron-python, default
+      benchmarks/.work/venvs/megatron, `bash benchmarks/peers.sh megatron`): the same
+      texts pre-rendered as one JSONL file, HuggingFaceTokenizer on the same
+      tokenizer.json, --append-eod, 2 workers;
   (b0) with --baseline-python PY: (b) by the mintdim-beam PY imports (e.g. the commit
       before a change), b/b0 printed and its shards compared with ours;
 Prints seconds, documents/s, tokens/s, peak RSS of the process tree, the min and median
 over the rounds of wall and CPU time (CPU of the whole process tree, see measure.py),
 b/a (goal <= 1.5), c/b (goal >= 3), each peer's CPU over ours (goal >= 2.5, issue 28),
 the engine our build encoded with (its manifest's tokenizer.engine) and, given two scales or more, our peak RSS at the largest over the
-smallest (goal <= 1.5); checks that (b) and (c) hold the same documents and tokens (as
-multisets of token sequences: both shuffle). Writes JSON (default
+smallest (goal <= 1.5); checks that (b) and each peer hold the same documents and tokens
+(as multisets of token sequences: ours and datatrove shuffle). Writes JSON (default
 benchmarks/.work/results_pack.json; `--json benchmarks/results_pack.json` records a run).
 """
 from __future__ import annotations
@@ -46,8 +52,10 @@ from measure import harness_arguments, run_measured, write_results  # noqa: E402
 GOALS = {"ours_over_bound": 1.5, "datatrove_over_ours": 3.0, "peak_rss_large_over_small": 1.5,
          "peer_cpu_over_ours": 2.5}
 NAMES = {"bound": "bound (a)", "ours": "mintdim-beam (b)", "baseline": "baseline (b0)",
-         "datatrove": "datatrove (c)", "dolma": "dolma tokens (d)"}
-PEERS = ("datatrove", "dolma")
+         "datatrove": "datatrove (c)", "dolma": "dolma tokens (d)",
+         "megatron": "Megatron-LM preprocess_data.py (e)"}
+PEERS = ("datatrove", "dolma", "megatron")
+MAKE_OUT = {"megatron"}  # targets that write into an existing output folder
 
 
 def _dolma(given: str | None, work: Path) -> tuple[str | None, str]:
@@ -58,6 +66,40 @@ def _dolma(given: str | None, work: Path) -> tuple[str | None, str]:
         if (venv / "bin" / "dolma").exists():
             return str(venv / "bin" / "dolma"), f"found {venv}"
     return None, "no dolma 1.2.1 (bash benchmarks/peers.sh dolma)"
+
+
+def _megatron(checkout: str | None, python: str | None, work: Path) -> tuple[dict | None, str]:
+    """The Megatron-LM checkout and the Python to run its preprocess_data.py with (and
+    their versions), or None and why. ValueError for a checkout or Python given that
+    cannot run it."""
+    if checkout is None:
+        return None, ("no Megatron-LM checkout (--megatron-lm PATH or MINTDIM_MEGATRON_LM; "
+                      f"clone Megatron-LM at {pack_targets.MEGATRON_TAG}, see the README)")
+    if not checkout:
+        return None, "disabled (--megatron-lm '')"
+    info = pack_targets.megatron_checkout(checkout)
+    if python is None:
+        for venv in (work / "venvs" / "megatron", HERE / ".work" / "venvs" / "megatron"):
+            if (venv / "bin" / "python").exists():
+                python = str(venv / "bin" / "python")
+                break
+        else:
+            return None, "no Python for Megatron-LM (bash benchmarks/peers.sh megatron)"
+    if not python:
+        return None, "disabled (--megatron-python '')"
+    probe = subprocess.run(
+        [python, "-c", "import json, torch, transformers, tokenizers, numpy; print(json.dumps("
+         "{m.__name__ + '_version': m.__version__ for m in (torch, transformers, tokenizers, numpy)}))"],
+        capture_output=True, text=True)
+    if probe.returncode:
+        raise ValueError(f"{python} cannot run Megatron-LM's preprocess_data.py (it needs torch, "
+                         f"transformers, tokenizers and numpy; bash benchmarks/peers.sh megatron):\n"
+                         + probe.stderr.strip()[-1500:])
+    info.update(_last_json(probe.stdout), python=python)
+    why = f"{checkout} (megatron-core {info['version']})"
+    if info["version"] != pack_targets.MEGATRON_TAG.removeprefix("core_v"):
+        why += f"; NOT the pinned {pack_targets.MEGATRON_TAG}"
+    return info, why
 
 
 def _datatrove_python(given: str | None, work: Path) -> tuple[str | None, str]:
@@ -90,9 +132,11 @@ def _config(path: Path, corpus: Path, tokenizer: Path, out: Path) -> Path:
     return path
 
 
-def _run(cmd, env, out_dir):
+def _run(cmd, env, out_dir, make_out=False):
     if out_dir is not None:
         shutil.rmtree(out_dir, ignore_errors=True)
+        if make_out:
+            out_dir.mkdir(parents=True)
     try:
         return run_measured(cmd, env=env)
     except RuntimeError as exc:
@@ -103,10 +147,11 @@ def _run(cmd, env, out_dir):
 
 
 def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env: dict,
-           dolma: str | None = None) -> dict:
+           dolma: str | None = None, megatron: dict | None = None) -> dict:
     corpus = write_corpus(work / f"corpus_{n}.jsonl", n)
     targets = str(HERE / "pack_targets.py")
     out, dt_out, dolma_out = work / f"out_pack_{n}", work / f"dt_pack_{n}", work / f"dolma_pack_{n}"
+    megatron_out = work / f"megatron_pack_{n}"
     config = _config(work / f"pack_{n}.json", corpus, tokenizer, out)
     commands = {
         "bound": ([sys.executable, targets, "bound", str(corpus), str(tokenizer)], None),
@@ -129,6 +174,14 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         legacy = pack_targets.legacy_tokenizer(tokenizer, tokenizer.with_suffix(".tokenizers019.json"))
         commands["dolma"] = (pack_targets.dolma_command(dolma, text, legacy, dolma_out, tasks),
                              dolma_out)
+    if megatron:
+        # One input file (its guide's way; --partitions > 1 writes split copies beside
+        # the input), the same texts as the other peers' files.
+        text = pack_targets.write_rendered(corpus, work / f"pack_text_{n}_1", 1) / "part_000.jsonl"
+        folder = pack_targets.megatron_tokenizer_dir(tokenizer, work / f"megatron_{tokenizer.stem}")
+        commands["megatron"] = (pack_targets.megatron_command(
+            megatron["python"], megatron["script"], text, folder, megatron_out,
+            args.datatrove_tasks), megatron_out)
     # Rounds interleave the targets, so a slow spell on this shared machine hits them
     # alike; the fastest run of each counts.
     runs: dict = {}
@@ -136,7 +189,7 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
     cpu: dict = {name: [] for name in commands}
     for _ in range(max(1, args.repeat)):
         for name, (cmd, out_dir) in commands.items():
-            result = _run(cmd, env, out_dir)
+            result = _run(cmd, env, out_dir, name in MAKE_OUT)
             every[name].append(round(result["seconds"], 2))
             cpu[name].append(round(result["cpu_seconds"], 2))
             if name not in runs or result["seconds"] < runs[name]["seconds"]:
@@ -203,20 +256,30 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         if not row["same_documents_as_dolma"]:
             row["documents_only_in_ours_not_dolma"] = _only_in(ours["digests"], theirs["digests"])
             row["documents_only_in_dolma"] = _only_in(theirs["digests"], ours["digests"])
-        row["texts_dolma_would_strip"] = _stripped_texts(corpus)
+        row["texts_dolma_would_strip"] = _count_texts(corpus, lambda text: text != text.strip())
+    if "megatron" in runs:
+        theirs = pack_targets.read_megatron(megatron_out)
+        outputs["megatron"] = {k: theirs[k] for k in ("documents", "tokens")}
+        row["same_documents_as_megatron"] = ours["digests"] == theirs["digests"]
+        if not row["same_documents_as_megatron"]:
+            row["documents_only_in_ours_not_megatron"] = _only_in(ours["digests"], theirs["digests"])
+            row["documents_only_in_megatron"] = _only_in(theirs["digests"], ours["digests"])
+        # Megatron's HuggingFaceTokenizer reads the EOD's text in a document as the EOD
+        # (ours encodes it as plain text): texts that hold it would differ.
+        row["texts_holding_eod_text"] = _count_texts(corpus, lambda text: pack_targets.EOD in text)
     row["outputs"] = outputs
     row["same_counts"] = len({(o["documents"], o["tokens"]) for o in outputs.values()}) == 1
     return row
 
 
-def _stripped_texts(corpus: Path) -> int:
-    """Rendered texts that `str.strip` changes (dolma tokenizes the stripped text)."""
+def _count_texts(corpus: Path, test) -> int:
+    """Rendered texts for which `test` holds (e.g. that `str.strip` changes: dolma
+    tokenizes the stripped text)."""
     count = 0
     with open(corpus, encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
-                text = pack_targets.render(json.loads(line))
-                count += text != text.strip()
+                count += bool(test(pack_targets.render(json.loads(line))))
     return count
 
 
@@ -256,8 +319,17 @@ def main(argv=None) -> int:
     parser.add_argument("--dolma", default=os.environ.get("MINTDIM_DOLMA"),
                         help="the `dolma` command of dolma 1.2.1 ('' skips (d)); default: "
                              "WORKDIR/venvs/dolma/bin/dolma or benchmarks/.work/venvs/dolma")
+    parser.add_argument("--megatron-lm", default=os.environ.get("MINTDIM_MEGATRON_LM"),
+                        help="a Megatron-LM checkout at " + pack_targets.MEGATRON_TAG + " (its "
+                             "tools/preprocess_data.py runs as (e); '' skips it; env "
+                             "MINTDIM_MEGATRON_LM; none: skipped with a notice)")
+    parser.add_argument("--megatron-python", default=os.environ.get("MINTDIM_MEGATRON_PYTHON"),
+                        help="the Python to run it with ('' skips (e)); default: "
+                             "WORKDIR/venvs/megatron or benchmarks/.work/venvs/megatron "
+                             "(bash benchmarks/peers.sh megatron)")
     parser.add_argument("--datatrove-tasks", type=int, default=2,
-                        help="DocumentTokenizer tasks (= workers and input files)")
+                        help="DocumentTokenizer tasks (= workers and input files; also "
+                             "dolma's processes and Megatron's workers)")
     parser.add_argument("--datatrove-shuffle-documents", choices=("true", "false"), default="true",
                         help="DocumentTokenizer's shuffle_documents (its default: true)")
     parser.add_argument("--baseline-python", default=None,
@@ -265,6 +337,8 @@ def main(argv=None) -> int:
     parser.add_argument("--beam-flag", action="append", default=[],
                         help="Beam flag for (b), repeatable; default: the local default run")
     args = parser.parse_args(argv)
+    if args.datatrove_tasks < 1:
+        parser.error(f"--datatrove-tasks must be at least 1, not {args.datatrove_tasks}")
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -280,6 +354,14 @@ def main(argv=None) -> int:
     dolma, dolma_why = _dolma(args.dolma, work)
     if not dolma:
         print(f"notice: {dolma_why}: skipping (d) dolma", file=sys.stderr)
+    try:
+        megatron, megatron_why = _megatron(args.megatron_lm, args.megatron_python, work)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not megatron:
+        print(f"notice: {megatron_why}: skipping (e) Megatron-LM", file=sys.stderr)
+    elif "NOT the pinned" in megatron_why:
+        print(f"notice: Megatron-LM: {megatron_why}", file=sys.stderr)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     report = {"scales": scales, "cores": os.cpu_count(), "repeat": args.repeat,
               "beam_flags": args.beam_flag,
@@ -293,9 +375,14 @@ def main(argv=None) -> int:
               "dolma": {"command": dolma, "why": dolma_why, "processes": args.datatrove_tasks,
                         "eos_token_id": 0, "bos_token_id": None, "encode_special_tokens": True,
                         "input": "the same pre-rendered files as datatrove's"},
+              "megatron": {**(megatron or {}), "why": megatron_why,
+                           "pinned_tag": pack_targets.MEGATRON_TAG,
+                           "workers": args.datatrove_tasks,
+                           "input": "the same pre-rendered texts as one JSONL file"},
               "goals": GOALS, "results": {}}
     for n in scales:
-        report["results"][str(n)] = _scale(n, args, work, tokenizer, dt_python, env, dolma)
+        report["results"][str(n)] = _scale(n, args, work, tokenizer, dt_python, env, dolma,
+                                           megatron)
     if len(scales) > 1:
         small, large = str(min(scales)), str(max(scales))
         ratio = round(report["results"][large]["ours"]["peak_rss_mb"]
@@ -324,7 +411,7 @@ def _print(report: dict) -> None:
         print(f"  ours encoded with engine: {engine.get('name')} ({engine.get('why')})")
         print(f"[pack: {report['tokenizer']}]{'':4} {'wall min':>8} {'median':>7} {'CPU min':>7} "
               f"{'median':>7} {'docs/s':>7} {'tokens/s':>9} {'peak MB':>8}")
-        for name in ("bound", "ours", "baseline", "datatrove", "dolma"):
+        for name in ("bound", "ours", "baseline", "datatrove", "dolma", "megatron"):
             if name not in row:
                 continue
             r = row[name]
@@ -333,6 +420,8 @@ def _print(report: dict) -> None:
                 label = f"datatrove {row['datatrove_versions']['datatrove_version']} (c)"
             if name == "dolma":
                 label = "dolma 1.2.1 tokens (d)"
+            if name == "megatron":
+                label = f"Megatron-LM {report['megatron']['version']} preprocess_data (e)"
             print(f"  {label:42} {r['seconds']:8.2f} {r['seconds_median']:7.2f} {_cpu(r['cpu_seconds'])} "
                   f"{_cpu(r['cpu_seconds_median'])} {r['documents_per_s']:7} {r['tokens_per_s']:9} "
                   f"{r['peak_rss_mb']:8.1f}"
@@ -365,6 +454,12 @@ def _print(report: dict) -> None:
                   + ("yes" if same else f"NO ({row['documents_only_in_ours_not_dolma']} only in ours, "
                                         f"{row['documents_only_in_dolma']} only in dolma's)")
                   + f"; texts dolma would strip: {row['texts_dolma_would_strip']}")
+        if "same_documents_as_megatron" in row:
+            same = row["same_documents_as_megatron"]
+            print("  ours and Megatron-LM's hold the same documents (token sequences, as multisets): "
+                  + ("yes" if same else f"NO ({row['documents_only_in_ours_not_megatron']} only in "
+                                        f"ours, {row['documents_only_in_megatron']} only in Megatron's)")
+                  + f"; texts holding {pack_targets.EOD}: {row['texts_holding_eod_text']}")
     if not dt["python"]:
         print(f"\n(c) datatrove skipped: {dt['why']}")
     else:
@@ -377,8 +472,16 @@ def _print(report: dict) -> None:
     else:
         print(f"(d) dolma: {dm['processes']} processes, eos_token_id={dm['eos_token_id']}, no BOS, "
               f"encode_special_tokens=true, input: {dm['input']}; {dm['command']}.")
+    mg = report.get("megatron") or {}
+    if not mg.get("python"):
+        print(f"(e) Megatron-LM skipped: {mg.get('why')}")
+    else:
+        print(f"(e) Megatron-LM: {mg['script']} (megatron-core {mg['version']}, pinned "
+              f"{mg['pinned_tag']}), HuggingFaceTokenizer, --append-eod, {mg['workers']} workers, "
+              f"input: {mg['input']}; torch {mg['torch_version']}, transformers "
+              f"{mg['transformers_version']}, tokenizers {mg['tokenizers_version']}; {mg['python']}.")
     print("CPU: user + system of the whole process tree (orphans reparented to the harness and "
-          "waited for). Megatron-LM's tools/preprocess_data.py: no PyPI package ships it (README).")
+          "waited for).")
     if "peak_rss" in report:
         p = report["peak_rss"]
         print(f"peak RSS of (b), {p['large']} / {p['small']} documents = {p['ratio']}  "

@@ -124,6 +124,100 @@ def test_pack_benchmark_runs_on_a_tiny_corpus(tmp_path, capsys):
     assert tokenizer["pre_tokenizer"]["type"] == "ByteLevel"
     assert [t["content"] for t in tokenizer["added_tokens"]] == ["<|endoftext|>"]
     assert "b/a =" in capsys.readouterr().out
+    # (e) Megatron-LM runs only from a checkout given (MINTDIM_MEGATRON_LM), else it is
+    # skipped and says why.
+    megatron = report["megatron"]
+    if megatron.get("python"):
+        assert all(report["results"][n]["same_documents_as_megatron"] for n in ("100", "200"))
+    else:
+        assert megatron["why"] and "megatron" not in report["results"]["100"]
+
+
+# Megatron-LM's preprocess_data.py as peer (e): what the harness gives it and reads back,
+# checked without Megatron's code (its checkout and torch are the user's).
+import pack_targets  # noqa: E402
+
+
+def test_pack_benchmark_refuses_a_megatron_path_that_is_no_checkout(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run_pack.main(["--scale", "100", "--workdir", str(tmp_path / "work"),
+                       "--megatron-lm", str(tmp_path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "is not a Megatron-LM checkout" in err and pack_targets.MEGATRON_TAG in err
+
+
+def test_pack_benchmark_skips_megatron_when_told(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert run_pack.main(["--scale", "100", "--vocab", "1000", "--train-lines", "100",
+                          "--repeat", "1", "--workdir", str(tmp_path / "work"), "--json", str(out),
+                          "--datatrove-python", "", "--dolma", "", "--megatron-lm", ""]) == 0
+    report = json.loads(out.read_text())
+    assert report["megatron"]["why"] == "disabled (--megatron-lm '')"
+    assert set(report["results"]["100"]["outputs"]) == {"bound", "ours"}
+    assert "skipping (e) Megatron-LM" in capsys.readouterr().err
+
+
+def test_megatron_checkout_names_its_script_and_version(tmp_path):
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "preprocess_data.py").write_text("")
+    with pytest.raises(ValueError, match="not a Megatron-LM checkout"):
+        pack_targets.megatron_checkout(tmp_path)
+    (tmp_path / "megatron" / "core").mkdir(parents=True)
+    (tmp_path / "megatron" / "core" / "package_info.py").write_text(
+        'MAJOR = 0\nMINOR = 16\nPATCH = 1\nPRE_RELEASE = ""\n')
+    info = pack_targets.megatron_checkout(tmp_path)
+    assert info["version"] == "0.16.1" == pack_targets.MEGATRON_TAG.removeprefix("core_v")
+    assert info["script"] == str((tmp_path / "tools" / "preprocess_data.py").resolve())
+    command = pack_targets.megatron_command("py", info["script"], "in.jsonl", "tok", tmp_path / "o", 2)
+    assert command[:2] == ["py", info["script"]] and "--append-eod" in command
+    assert command[command.index("--tokenizer-type") + 1] == "HuggingFaceTokenizer"
+    assert command[command.index("--output-prefix") + 1] == str(tmp_path / "o" / "megatron")
+
+
+def test_megatron_tokenizer_folder_encodes_as_ours(tmp_path):
+    """Megatron's HuggingFaceTokenizer is `AutoTokenizer.from_pretrained(folder,
+    use_fast=False)`, its ids `convert_tokens_to_ids(tokenize(text))`, its EOD the
+    eos_token's id: on the folder the harness writes, the same ids as our tokenizer.json
+    and the EOD id 0."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer
+
+    from corpus import write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus.jsonl", 200)
+    tokenizer = pack_targets.train_pack_tokenizer(corpus, tmp_path / "bpe.json", 1000, 200)
+    folder = pack_targets.megatron_tokenizer_dir(tokenizer, tmp_path / "megatron_tok")
+    theirs = transformers.AutoTokenizer.from_pretrained(str(folder), use_fast=False)
+    ours = Tokenizer.from_file(str(tokenizer))
+    ours.encode_special_tokens = True
+    assert theirs.convert_tokens_to_ids([theirs.eos_token]) == [0]
+    rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        text = pack_targets.render(row)
+        expected = ours.encode(text, add_special_tokens=False).ids
+        assert theirs.convert_tokens_to_ids(theirs.tokenize(text)) == expected
+
+
+def test_read_megatron_reads_one_sequence_per_document(tmp_path):
+    """preprocess_data.py's output is the `.bin`/`.idx` layout of ours: read with our
+    reader, each document's tokens hashed as `read_ours` hashes ours."""
+    import numpy as np
+
+    from mintdim_beam.core.formats.megatron import idx_bytes
+
+    documents = [[5, 6, 0], [7, 0], [5, 6, 0]]
+    (tmp_path / "megatron_text_document.bin").write_bytes(
+        np.array(sum(documents, []), dtype="<u2").tobytes())
+    (tmp_path / "megatron_text_document.idx").write_bytes(
+        idx_bytes(np.array([len(d) for d in documents]), "uint16"))
+    read = pack_targets.read_megatron(tmp_path)
+    assert read["documents"] == 3 and read["tokens"] == 8
+    assert read["digests"] == sorted(hash(np.array(d, dtype="<u2").tobytes()) for d in documents)
+    (tmp_path / "megatron_text_document.idx").write_bytes(
+        idx_bytes(np.array([len(d) for d in documents]), "int32"))
+    with pytest.raises(ValueError, match="expected uint16"):
+        pack_targets.read_megatron(tmp_path)
 
 
 @pytest.mark.parametrize("script", ["run.py", "run_chat.py", "run_pack.py", "run_scale.py",
