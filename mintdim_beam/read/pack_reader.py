@@ -128,7 +128,8 @@ class PackReader:
 
     def _plan(self):
         """(document order, each of its documents' first token in the stream and the
-        stream's end, sample order) of the current epoch, made once per epoch."""
+        stream's end, sample order, each stream sample's first document in that order
+        and the next sample's) of the current epoch, made once per epoch."""
         if self._plan_epoch is None or self._plan_epoch[0] != self.epoch:
             rs = np.random.RandomState(self.seed if self.epoch == 0 else [self.seed, self.epoch])
             order = np.arange(len(self.build.lengths), dtype=np.int32)
@@ -138,7 +139,12 @@ class PackReader:
             dtype = np.uint32 if self.samples < np.iinfo(np.uint32).max - 1 else np.int64
             shuffle = np.arange(self.samples, dtype=dtype)
             rs.shuffle(shuffle)
-            self._plan_epoch = (self.epoch, order, starts, shuffle)
+            # Megatron's sample index: the document holding each sample's first token
+            # (a sample's last token is the next one's first), one sorted search
+            first = np.searchsorted(starts, np.arange(self.samples + 1, dtype=np.int64)
+                                    * self.seq_len, side="right") - 1
+            self._plan_epoch = (self.epoch, order, starts, shuffle,
+                                first.astype(np.int32 if len(order) < 1 << 31 else np.int64))
         return self._plan_epoch[1:]
 
     def sample_order(self) -> np.ndarray:
@@ -149,12 +155,19 @@ class PackReader:
         """The tokens [len(sample_ids), seq_len + 1] of the epoch's stream samples
         `sample_ids`, and their document pieces (each sample's count, each piece's
         size) from which a PackBatch makes document_ids and position_ids."""
-        order, starts, _ = self._plan()
-        sample_ids = np.asarray(sample_ids, dtype=np.int64)
+        sample_ids = np.asarray(sample_ids, dtype=np.int64).reshape(-1)
+        if len(sample_ids) and (sample_ids.min() < 0 or sample_ids.max() >= self.samples):
+            raise ReaderArgumentError(
+                argument="sample_ids", value=checks.shown(sample_ids.tolist()),
+                allowed=f"ints in 0..{self.samples - 1}, the epoch's samples")
+        return self._samples_at(sample_ids)
+
+    def _samples_at(self, sample_ids: np.ndarray) -> tuple[np.ndarray, tuple]:
+        order, starts, _, holder = self._plan()
         rows, width = len(sample_ids), self.seq_len + 1
         lo = sample_ids * self.seq_len  # each sample's first token in the stream
-        first = np.searchsorted(starts, lo, side="right") - 1  # the document holding it
-        counts = np.searchsorted(starts, lo + self.seq_len, side="right") - first
+        first = holder[sample_ids].astype(np.int64)  # the document holding it
+        counts = holder[sample_ids + 1] - first + 1
         row_first = np.cumsum(counts) - counts  # each sample's first piece
         d = np.repeat(first - row_first, counts) + np.arange(int(counts.sum()))
         a = starts[d]  # each piece's document's first token in the stream, then its own
@@ -186,7 +199,7 @@ class PackReader:
                                                                  "một bước của epoch"))
         at = step * self.global_batch + self.rank * self.batch_size
         ids = self.sample_order()[at:at + self.batch_size].astype(np.int64)
-        tokens, pieces = self.samples_at(ids)
+        tokens, pieces = self._samples_at(ids)
         return PackBatch(tokens, ids, step, self.epoch, pieces)
 
     def __len__(self) -> int:
