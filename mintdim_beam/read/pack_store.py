@@ -2,9 +2,8 @@
 lengths and pointers, and the `.bin` tokens of document pieces.
 
 Opening reads only what a reader needs, since it is paid on every start and resume:
-locally each `.idx`'s lengths (one read) and its pointers memory-mapped (a batch reads
-those of its documents; the document index, 40% of the file, is never read), each size
-one stat; for a URL the directory is listed once (every size) and every shard's header,
+locally each `.idx`'s lengths and pointers (two reads; the document index after them,
+40% of the file, is never read), each size one stat; for a URL the directory is listed once (every size) and every shard's header,
 lengths and pointers come in one `cat_ranges` call.
 
 The shards' `.bin` files are one address space (shard k's tokens after shard k-1's),
@@ -14,7 +13,6 @@ one `cat_ranges` call per batch. fsspec and hashlib are imported only when neede
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import posixpath
 
@@ -58,7 +56,7 @@ class PackStore:
         np.cumsum(bin_bytes, out=self.byte_starts[1:])
         self.token_starts = self.byte_starts // self.dtype.itemsize
         self.tokens = int(self.token_starts[-1])
-        if len(lengths) == 1:  # the mapped views themselves: nothing copied
+        if len(lengths) == 1:
             self.lengths, self.pointers = lengths[0], pointers[0]
         else:
             self.lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
@@ -107,12 +105,12 @@ class PackStore:
             with open(path, "rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
                 dtype, count, _ = _header(path, handle.read(megatron.HEADER_BYTES), size)
-                # the lengths read into memory (the plan gathers all of them at random:
-                # 3x slower through the map's small pages); the pointers mapped (a
-                # batch reads a few hundred)
+                # read, not mapped: the plan gathers every length and a batch a few
+                # hundred pointers at random, 2-3x slower through a map's small pages
                 lengths = np.fromfile(handle, dtype="<i4", count=count)
-                view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            pointers = np.frombuffer(view, "<i8", count, megatron.HEADER_BYTES + 4 * count)
+                pointers = np.fromfile(handle, dtype="<i8", count=count)
+            if len(pointers) != count:
+                raise ValueError(f"{path}: shorter than its header says")
             opened.append((dtype, lengths, pointers, os.stat(self._path(k, ".bin")).st_size))
         return opened
 
@@ -148,8 +146,6 @@ class PackStore:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_maps"] = {}
-        state["lengths"] = np.array(self.lengths)  # a mapped view pickles as its bytes
-        state["pointers"] = np.array(self.pointers)
         return state
 
     def _map(self, shard: int) -> np.ndarray:
@@ -186,8 +182,8 @@ class PackStore:
         hundred pieces sit at random places of the .bin, and in the gather itself each
         next line is a miss waited for in turn, where this short gather (a line's
         tokens apart) has many in flight at once; half the gather's time."""
-        tokens[index[::self._line]]
-        return tokens[index]
+        np.take(tokens, index[::self._line])
+        return np.take(tokens, index)  # (take: 10-15% faster than tokens[index])
 
     def _fetch(self, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         shard = np.searchsorted(self.token_starts, starts, side="right") - 1
