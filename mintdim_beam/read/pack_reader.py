@@ -166,29 +166,34 @@ class PackReader:
         order, starts, _, holder = self._plan()
         rows, width = len(sample_ids), self.seq_len + 1
         lo = sample_ids * self.seq_len  # each sample's first token in the stream
-        first = holder[sample_ids].astype(np.int64)  # the document holding it
-        counts = holder[sample_ids + 1] - first + 1
-        row_first = np.cumsum(counts) - counts  # each sample's first piece
-        d = np.repeat(first - row_first, counts) + np.arange(int(counts.sum()))
+        first = holder[sample_ids]  # the document holding it (its place in the order)
+        counts = holder[sample_ids + 1] - first + 1  # the next sample's first is its last
+        ends = np.cumsum(counts)
+        row_first = ends - counts  # each sample's first piece
+        d = np.repeat(first - row_first, counts)
+        d += self._range(int(ends[-1]))  # each piece's document, its place in the order
         a = starts[d]  # each piece's document's first token in the stream, then its own
-        shift = self.build.pointers[order[d]] // self.build.dtype.itemsize - a
+        shift = self.build.pointers[order[d]]
+        shift //= self.build.dtype.itemsize
+        shift -= a  # stream position + shift = address, within a document
         a[row_first] = lo
-        b = starts[d + 1]
-        b[row_first + counts - 1] = lo + width
-        sizes = b - a
-        start = shift + a  # each piece's address: stream position + its document's shift
+        sizes = starts[d + 1]
+        sizes[ends - 1] = lo + width
+        sizes -= a
+        start = shift + a  # each piece's address
         index = None
         if not self.build.is_url:  # output token t of piece j is at address t + shift[j]
-            shift += np.repeat(lo - np.arange(rows) * width, counts)  # sample r at r * width
+            shift += np.repeat(lo - self._range(rows) * width, counts)  # sample r at r * width
             index = np.repeat(shift, sizes)
-            index += self._columns(rows * width)
+            index += self._range(rows * width)
         tokens = self.build.gather(start, sizes, index)
         return tokens.reshape(rows, width), (counts, sizes)
 
-    def _columns(self, n: int) -> np.ndarray:
-        if len(self._arange) != n:
+    def _range(self, n: int) -> np.ndarray:
+        """`np.arange(n)`, a view of one kept for the longest n asked."""
+        if len(self._arange) < n:
             self._arange = np.arange(n)
-        return self._arange
+        return self._arange[:n]
 
     # --- steps ------------------------------------------------------------------------
 
