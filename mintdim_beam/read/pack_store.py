@@ -63,7 +63,7 @@ class PackStore:
             self.pointers = (np.concatenate([p + s for p, s in zip(pointers, self.byte_starts)])
                              if pointers else np.zeros(0, np.int64))
         self._maps: dict[int, np.ndarray] = {}
-        self._line = max(1, 64 // self.dtype.itemsize)  # tokens a cache line
+        self._ahead = np.arange(3) * max(1, 64 // self.dtype.itemsize)  # 3 cache lines
         self._fingerprint = None
 
     @property
@@ -164,25 +164,26 @@ class PackStore:
         if self.is_url:
             return self._fetch(starts, sizes)
         if len(self.names) == 1:
-            return self._take(self._map(0), index).astype(np.int64)
+            return self._take(self._map(0), index, starts).astype(np.int64)
         shard = np.searchsorted(self.token_starts, starts, side="right") - 1
         if (shard == shard[0]).all():
-            k = int(shard[0])
-            return self._take(self._map(k), index - self.token_starts[k]).astype(np.int64)
+            k, at = int(shard[0]), self.token_starts[shard[0]]
+            return self._take(self._map(k), index - at, starts - at).astype(np.int64)
         # several shards: each shard's tokens gathered at once, written to their places
         out = np.empty(len(index), dtype=np.int64)
         token_shard = np.repeat(shard, sizes)
         for k in np.unique(shard).tolist():
-            picked = np.flatnonzero(token_shard == k)
-            out[picked] = self._take(self._map(k), index[picked] - self.token_starts[k])
+            picked, at = np.flatnonzero(token_shard == k), self.token_starts[k]
+            out[picked] = self._take(self._map(k), index[picked] - at, starts[shard == k] - at)
         return out
 
-    def _take(self, tokens: np.ndarray, index: np.ndarray) -> np.ndarray:
-        """`tokens[index]`, one token of every cache line fetched first: a batch's few
-        hundred pieces sit at random places of the .bin, and in the gather itself each
-        next line is a miss waited for in turn, where this short gather (a line's
-        tokens apart) has many in flight at once; half the gather's time."""
-        np.take(tokens, index[::self._line])
+    def _take(self, tokens: np.ndarray, index: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """`tokens[index]`, the first cache lines of every piece (from `first`) fetched
+        before: a batch's few hundred pieces sit at random places of the .bin, and in
+        the gather itself each piece's first lines are misses waited for in turn (the
+        hardware prefetcher follows from the third on), where this short gather has
+        them all in flight at once. A third off the gather's time."""
+        np.take(tokens, (first[:, None] + self._ahead).ravel(), mode="clip")
         return np.take(tokens, index)  # (take: 10-15% faster than tokens[index])
 
     def _fetch(self, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
