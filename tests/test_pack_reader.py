@@ -173,6 +173,12 @@ def test_state_resumes_exactly_also_on_another_world_size(build):
     ref.set_epoch(1)
     assert np.array_equal(np.concatenate([f.tokens for f in first]), ref.batch_at(2).tokens)
     assert pickle.loads(pickle.dumps(again)).state_dict() == again.state_dict()
+    mid = PackReader(build, SEQ, seed=5, rank=1, world_size=2, batch_size=3)
+    mid.load_state_dict(state)
+    next(iter(mid))  # the plan made
+    copy = pickle.loads(pickle.dumps(mid))
+    assert len(pickle.dumps(mid)) < 100_000 and copy.state_dict() == mid.state_dict()
+    assert [b.tokens.tolist() for b in copy] == [b.tokens.tolist() for b in rest[1:]]
 
 
 def test_a_memory_url_gives_the_local_batches(build):

@@ -14,9 +14,12 @@ the way `GPTDataset` plans its one epoch (its behaviour, not its code):
 - the same random state then shuffles `arange(samples)` (uint32 below 2**32 - 1
   samples): the shuffle index, the order samples are read in.
 So epoch 0's sample j is `GPTDataset(seed)[j]`'s `seq_len + 1` ids exactly
-(tests_interop/test_pack_reader_megatron.py checks it). The plan is a document order
-(4 bytes a document), the stream's document ends (8) and the sample order (4 a sample),
-made again from (seed, epoch) on every reader: resuming computes, nothing is replayed.
+(tests_interop/test_pack_reader_megatron.py checks it). The plan is each shuffled
+document's start in the stream and its address less that start (8 + 8 bytes a
+document), the sample order and Megatron's sample index (each sample's first document;
+4 + 4 bytes a sample), made again from (seed, epoch) on every reader: resuming
+computes, nothing is replayed. A batch is then a few hundred document pieces, one
+index of their addresses, one gather.
 
 Ranks: step k is global samples `[k*G, (k+1)*G)` of the epoch's order, G = batch_size *
 world_size, rank r taking `[k*G + r*batch_size, ...)`: the same global sequence for any
@@ -143,9 +146,21 @@ class PackReader:
             # (a sample's last token is the next one's first), one sorted search
             first = np.searchsorted(starts, np.arange(self.samples + 1, dtype=np.int64)
                                     * self.seq_len, side="right") - 1
-            self._plan_epoch = (self.epoch, order, starts, shuffle,
+            # each document's address less its stream position, in the order: a batch
+            # reads a few hundred, in runs, where through `order` they are at random
+            shift = self.build.pointers[order]
+            shift //= self.build.dtype.itemsize
+            shift -= starts[:-1]
+            self._plan_epoch = (self.epoch, shift, starts, shuffle,
                                 first.astype(np.int32 if len(order) < 1 << 31 else np.int64))
         return self._plan_epoch[1:]
+
+    def __getstate__(self):
+        """Without the plan (tens of MB for millions of documents): a DataLoader worker
+        makes it again on its first batch."""
+        state = dict(self.__dict__)
+        state["_plan_epoch"], state["_arange"] = None, np.arange(0)
+        return state
 
     def sample_order(self) -> np.ndarray:
         """The epoch's samples (their index in the stream) in reading order."""
@@ -163,7 +178,7 @@ class PackReader:
         return self._samples_at(sample_ids)
 
     def _samples_at(self, sample_ids: np.ndarray) -> tuple[np.ndarray, tuple]:
-        order, starts, _, holder = self._plan()
+        shifts, starts, _, holder = self._plan()
         rows, width = len(sample_ids), self.seq_len + 1
         lo = sample_ids * self.seq_len  # each sample's first token in the stream
         first = holder[sample_ids]  # the document holding it (its place in the order)
@@ -172,10 +187,8 @@ class PackReader:
         row_first = ends - counts  # each sample's first piece
         d = np.repeat(first - row_first, counts)
         d += self._range(int(ends[-1]))  # each piece's document, its place in the order
+        shift = shifts[d]  # stream position + shift = address, within a document
         a = starts[d]  # each piece's document's first token in the stream, then its own
-        shift = self.build.pointers[order[d]]
-        shift //= self.build.dtype.itemsize
-        shift -= a  # stream position + shift = address, within a document
         a[row_first] = lo
         sizes = starts[d + 1]
         sizes[ends - 1] = lo + width
