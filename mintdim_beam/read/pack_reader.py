@@ -25,11 +25,11 @@ Ranks: step k is global samples `[k*G, (k+1)*G)` of the epoch's order, G = batch
 world_size, rank r taking `[k*G + r*batch_size, ...)`: the same global sequence for any
 world size, every rank the same number of steps (the last `samples % G` are left out).
 
-Reading (`pack_store`): each shard's `.idx` lengths and pointers (memory-mapped locally;
-one request for all shards' for a URL); a batch's document pieces are addresses and
-sizes, gathered from the `.bin` memory-mapped locally (one fancy index, as a bare
-gather of as many windows would), or for a URL (gs://, s3://, any fsspec filesystem)
-by byte ranges, one `cat_ranges` call per batch."""
+Reading (`pack_store`): of each shard's `.idx` only the lengths and pointers (for a URL
+every shard's in one request); a batch's document pieces are addresses and sizes,
+gathered from the `.bin` memory-mapped locally (one index, one gather, as a bare gather
+of as many windows), or for a URL (gs://, s3://, any fsspec filesystem) by byte
+ranges, one `cat_ranges` call per batch."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
