@@ -1,10 +1,11 @@
 """PackReader on real object stores: the same pack-build run locally and into the
 gcp-storage-emulator (gcsfs) and moto's S3 server (s3fs), read back by byte ranges.
-The bucket builds' shards are byte for byte the local one's; the remote reader yields exactly the
-local reader's batches (both ranks of world size 2, a whole epoch, document_ids and
-position_ids included), fetching only the batch's tokens in one `cat_ranges` call a
-batch; a state saved mid-epoch remotely resumes the same sequence, and one saved
-locally resumes on a byte copy of the local build in a bucket (the same manifest); a truncated or missing shard is refused when the reader is made."""
+The bucket builds' shards are byte for byte the local one's; the remote reader yields
+exactly the local reader's batches (both ranks of world size 2, a whole epoch,
+document_ids and position_ids included), fetching only the batch's tokens in one
+`cat_ranges` call a batch; a state saved mid-epoch remotely resumes the same sequence,
+and one saved locally resumes on a byte copy of the local build in a bucket (the same
+manifest); a truncated or missing shard is refused when the reader is made."""
 import json
 import shutil
 from pathlib import Path
