@@ -245,14 +245,21 @@ def worker(python: str, spec: dict) -> dict:
     env.pop("PYTHONPATH", None)
     if python == sys.executable:  # this checkout's code, not whatever the venv has installed
         env["PYTHONPATH"] = str(HERE.parent)
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
                           capture_output=True, text=True, env=env, cwd=str(HERE))
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise RuntimeError(f"{spec['kind']} worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["process_wall_s"] = round(wall, 3)
+    # user + system CPU of the worker's process tree (it waits for its own children)
+    result["process_cpu_s"] = round(after.ru_utime + after.ru_stime
+                                    - before.ru_utime - before.ru_stime, 3)
     return result
 
 
@@ -679,6 +686,7 @@ def w_pack_reader(spec) -> dict:
     reader = _pack_reader(spec)
     reader.batch_at(0)
     tokens = steps = epoch = 0
+    cpu = time.process_time()
     start = time.perf_counter()
     while not _done(spec, tokens, start):
         reader.set_epoch(epoch)
@@ -689,11 +697,13 @@ def w_pack_reader(spec) -> dict:
                 break
         epoch += 1
     seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     if reader.position >= reader.steps * reader.global_batch:
         reader.load_state_dict(dict(reader.state_dict(),
                                     position=reader.steps // 2 * reader.global_batch))
     _save_next(reader, spec, lambda b: b.tokens)
-    return _result(tokens, steps, seconds, steps_in_epoch=len(reader))
+    return _result(tokens, steps, seconds, steps_in_epoch=len(reader), cpu_s=round(cpu, 3),
+                   tokens_per_cpu_s=round(tokens / cpu))
 
 
 def w_pack_bound(spec) -> dict:
@@ -712,12 +722,15 @@ def w_pack_bound(spec) -> dict:
     steps = [rng.integers(0, span, per_step)[:, None] + np.arange(min(width, len(mm)))
              for _ in range(64)]
     tokens = n = 0
+    cpu = time.process_time()
     start = time.perf_counter()
     while not _done(spec, tokens, start):
         out = mm[steps[n % len(steps)]].astype(np.int64)
         tokens += out.size
         n += 1
-    return _result(tokens, n, time.perf_counter() - start)
+    cpu = time.process_time() - cpu
+    return _result(tokens, n, time.perf_counter() - start, cpu_s=round(cpu, 3),
+                   tokens_per_cpu_s=round(tokens / cpu))
 
 
 def w_start(spec) -> dict:

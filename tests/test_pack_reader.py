@@ -1,10 +1,11 @@
 """PackReader on a real pack-build output made here (the bundled chat data and
-tokenizer, cut into several shards): every sample is the seq_len + 1 ids of the
+tokenizer, cut into several shards, and in one): every sample is the seq_len + 1 ids of the
 epoch's shuffled document stream at a stride of seq_len, read from the shards' bytes
 through datatrove's `.bin.index` (not the `.idx` the reader parses); document_ids and
 position_ids follow the documents' ends; the global sequence is the same for any world
 size; a state resumes exactly (also on another world size); a memory:// copy gives the
-same batches by byte ranges; wrong directories, lengths and states are refused.
+same batches by byte ranges; wrong directories, lengths, sample ids and states are
+refused.
 (tests_interop/test_pack_reader_megatron.py compares it with megatron-core itself.)"""
 import json
 import pickle
@@ -24,24 +25,32 @@ SEQ = 64
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
+def work(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("packread")
     shutil.copytree(REPO / "examples/chat", work / "chat")
     shutil.copy(REPO / "examples/data/chat.jsonl", work / "chat.jsonl")
-    out = work / "out"
+    return work
+
+
+def _build(work: Path, name: str, **pack) -> Path:
+    out = work / name
     (pipeline("pack-build")
      .source.jsonl(files=[str(work / "chat.jsonl")], fields=[["prompt", "response"]],
                    templates=["{prompt}\n\n{response}"])
      .tokenizer.hf_json(files=[str(work / "chat/tokenizer.json")],
                         config=str(work / "chat/tokenizer_config.json"))
-     .pack(eod=None, seed=0, shard_tokens=30_000)
+     .pack(eod=None, seed=0, **pack)
      .output.dir(str(out))
      .run())
     return out
 
 
 @pytest.fixture(scope="module")
-def documents(build) -> list:
+def build(work) -> Path:
+    return _build(work, "out", shard_tokens=30_000)
+
+
+def _documents(build: Path) -> list:
     """Every document's ids (EOD included), shards in name order, from the .bin and
     datatrove's cumulative document ends."""
     manifest = json.loads((build / "manifest.json").read_text())
@@ -50,8 +59,14 @@ def documents(build) -> list:
         ids = np.fromfile(build / f"{shard['name']}.bin", dtype=manifest["dtype"]).astype(np.int64)
         ends = np.fromfile(build / f"{shard['name']}.bin.index", dtype="<u8").astype(np.int64)
         docs += [ids[a:b] for a, b in zip([0, *ends[:-1]], ends)]
-    assert len(manifest["shards"]) >= 3 and len(docs) == manifest["documents"]
+    assert len(docs) == manifest["documents"]
     return docs
+
+
+@pytest.fixture(scope="module")
+def documents(build) -> list:
+    assert len(json.loads((build / "manifest.json").read_text())["shards"]) >= 3
+    return _documents(build)
 
 
 def _stream(documents, seed: int, epoch: int):
@@ -99,6 +114,29 @@ def test_samples_are_windows_of_the_shuffled_stream(build, documents, seed, epoc
     assert not np.array_equal(other.sample_order(), reader.sample_order())
 
 
+def test_one_shard_reads_the_same_stream(work):
+    """One shard (every document in one .bin: the gather that never splits by shard)
+    gives the windows of the same shuffled stream."""
+    one = _build(work, "one")
+    assert len(json.loads((one / "manifest.json").read_text())["shards"]) == 1
+    documents = _documents(one)
+    stream, owner = _stream(documents, 4, 1)
+    reader = PackReader(one, SEQ, seed=4, batch_size=16)
+    reader.set_epoch(1)
+    for b in reader:
+        for row, s in enumerate(b.sample_ids.tolist()):
+            window = slice(s * SEQ, s * SEQ + SEQ + 1)
+            assert np.array_equal(b.tokens[row], stream[window])
+            assert np.array_equal(b.document_ids[row], owner[window] - owner[window][0])
+    ids = [0, reader.samples - 1, 7]
+    tokens, _ = reader.samples_at(ids)
+    assert all(np.array_equal(tokens[i], stream[s * SEQ:s * SEQ + SEQ + 1])
+               for i, s in enumerate(ids))
+    for bad in ([reader.samples], [-1], [3, reader.samples + 5]):
+        with pytest.raises(errors.ReaderArgumentError, match="sample_ids"):
+            reader.samples_at(bad)
+
+
 @pytest.mark.parametrize("world,per_rank", [(2, 4), (4, 2), (3, 1), (8, 1)])
 def test_the_global_sequence_is_the_same_for_any_world_size(build, world, per_rank):
     one = PackReader(build, SEQ, seed=3, batch_size=world * per_rank)
@@ -135,6 +173,12 @@ def test_state_resumes_exactly_also_on_another_world_size(build):
     ref.set_epoch(1)
     assert np.array_equal(np.concatenate([f.tokens for f in first]), ref.batch_at(2).tokens)
     assert pickle.loads(pickle.dumps(again)).state_dict() == again.state_dict()
+    mid = PackReader(build, SEQ, seed=5, rank=1, world_size=2, batch_size=3)
+    mid.load_state_dict(state)
+    next(iter(mid))  # the plan made
+    copy = pickle.loads(pickle.dumps(mid))
+    assert len(pickle.dumps(mid)) < 100_000 and copy.state_dict() == mid.state_dict()
+    assert [b.tokens.tolist() for b in copy] == [b.tokens.tolist() for b in rest[1:]]
 
 
 def test_a_memory_url_gives_the_local_batches(build):

@@ -14,33 +14,34 @@ the way `GPTDataset` plans its one epoch (its behaviour, not its code):
 - the same random state then shuffles `arange(samples)` (uint32 below 2**32 - 1
   samples): the shuffle index, the order samples are read in.
 So epoch 0's sample j is `GPTDataset(seed)[j]`'s `seq_len + 1` ids exactly
-(tests_interop/test_pack_reader_megatron.py checks it). The plan is a document order
-(4 bytes a document), the stream's document ends (8) and the sample order (4 a sample),
-made again from (seed, epoch) on every reader: resuming computes, nothing is replayed.
+(tests_interop/test_pack_reader_megatron.py checks it). The plan is each shuffled
+document's start in the stream and its address less that start (8 + 8 bytes a
+document), the sample order and Megatron's sample index (each sample's first document;
+4 + 4 bytes a sample), made again from (seed, epoch) on every reader: resuming
+computes, nothing is replayed. A batch is then a few hundred document pieces, one
+index of their addresses, one gather.
 
 Ranks: step k is global samples `[k*G, (k+1)*G)` of the epoch's order, G = batch_size *
 world_size, rank r taking `[k*G + r*batch_size, ...)`: the same global sequence for any
 world size, every rank the same number of steps (the last `samples % G` are left out).
 
-Reading: each shard's `.idx` is read whole when the reader is made (its lengths and
-pointers); tokens come from the `.bin` memory-mapped locally, or for a URL (gs://,
-s3://, any fsspec filesystem) by byte ranges, one `cat_ranges` call per batch."""
+Reading (`pack_store`): of each shard's `.idx` only the lengths and pointers (for a URL
+every shard's in one request); a batch's document pieces are addresses and sizes,
+gathered from the `.bin` memory-mapped locally (one index, one gather, as a bare gather
+of as many windows), or for a URL (gs://, s3://, any fsspec filesystem) by byte
+ranges, one `cat_ranges` call per batch."""
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
 from mintdim_beam.core.errors import ReaderArgumentError, ReaderStateError
-from mintdim_beam.core.files import storage
-from mintdim_beam.core.formats.megatron import read_idx
 from mintdim_beam.read import checks
+from mintdim_beam.read.pack_store import PackStore
 
 STATE_VERSION = 1
-_PIPELINE = "pack-build"
 _SEED_MAX = (1 << 32) - 1  # numpy.random.RandomState's seed range
 
 
@@ -62,20 +63,22 @@ class PackBatch:
     sample_ids: np.ndarray
     step: int
     epoch: int
-    # each document piece's index in its sample, its size, its first column
+    # each sample's count of document pieces, and each piece's size (row after row)
     _pieces: tuple = field(default=(), repr=False)
 
     @cached_property
     def document_ids(self) -> np.ndarray:
         """Made on first use (a training loop that only wants ids pays nothing)."""
-        piece, sizes, _ = self._pieces
+        counts, sizes = self._pieces
+        piece = np.arange(len(sizes)) - np.repeat(np.cumsum(counts) - counts, counts)
         return np.repeat(piece, sizes).reshape(self.tokens.shape)
 
     @cached_property
     def position_ids(self) -> np.ndarray:
-        _, sizes, first = self._pieces
-        return np.arange(self.tokens.shape[1])[None, :] - np.repeat(first, sizes).reshape(
-            self.tokens.shape)
+        _, sizes = self._pieces
+        width = self.tokens.shape[1]
+        column = (np.cumsum(sizes) - sizes) % width  # each piece's first column
+        return np.arange(width)[None, :] - np.repeat(column, sizes).reshape(self.tokens.shape)
 
     @property
     def input_ids(self) -> np.ndarray:
@@ -84,97 +87,6 @@ class PackBatch:
     @property
     def labels(self) -> np.ndarray:
         return self.tokens[:, 1:]
-
-
-class _PackBuild:
-    """A pack-build output: every shard's lengths and pointers, documents numbered
-    across shards in shard-name order."""
-
-    def __init__(self, path: str):
-        self.root = storage.resolve(str(path)).rstrip("/")
-        manifest_path = storage.join(self.root, "manifest.json")
-        allowed = "a complete pack-build output (its manifest.json says pipeline 'pack-build')"
-        try:
-            if storage.is_url(manifest_path):
-                raw = storage.read_bytes(manifest_path)
-            else:
-                with open(manifest_path, "rb") as handle:
-                    raw = handle.read()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise ReaderArgumentError(argument="out", value=f"{path} (no manifest.json)",
-                                      allowed=allowed) from None
-        manifest = json.loads(raw)
-        if manifest.get("pipeline") != _PIPELINE:
-            raise ReaderArgumentError(
-                argument="out", value=f"{path} (a {manifest.get('pipeline')!r} build)",
-                allowed=allowed)
-        self.fingerprint = hashlib.sha256(raw).hexdigest()
-        self.dtype = np.dtype(manifest["dtype"])
-        self.eod = int(manifest["eod"]["id"])
-        self.names = [s["name"] for s in manifest["shards"]]
-        lengths, pointers, shard_of = [], [], []
-        for k, shard in enumerate(manifest["shards"]):
-            index = read_idx(storage.read_bytes(self._path(k, ".idx")))
-            if len(index.lengths) != int(shard["documents"]) or index.dtype != self.dtype.name:
-                raise ValueError(f"{self._path(k, '.idx')}: {len(index.lengths)} {index.dtype} "
-                                 f"documents, manifest.json says {shard['documents']} "
-                                 f"{self.dtype.name}")
-            want = int(index.lengths.sum(dtype=np.int64)) * self.dtype.itemsize
-            got = storage.size(self._path(k, ".bin"))
-            if got != want:
-                raise ValueError(f"{self._path(k, '.bin')}: {got} bytes, its .idx needs {want}")
-            lengths.append(index.lengths.astype(np.int64))
-            pointers.append(index.pointers.astype(np.int64))
-            shard_of.append(np.full(len(index.lengths), k, dtype=np.int32))
-        self.lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-        self.pointers = np.concatenate(pointers) if pointers else np.zeros(0, np.int64)
-        self.shard_of = np.concatenate(shard_of) if shard_of else np.zeros(0, np.int32)
-        self.tokens = int(self.lengths.sum())
-        self._maps: dict[int, np.ndarray] = {}
-
-    def _path(self, shard: int, ext: str) -> str:
-        return storage.join(self.root, self.names[shard] + ext)
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_maps"] = {}
-        return state
-
-    def _map(self, shard: int) -> np.ndarray:
-        mm = self._maps.get(shard)
-        if mm is None:  # a plain ndarray over the map: np.memmap's indexing is slower
-            mm = np.memmap(self._path(shard, ".bin"), dtype=self.dtype, mode="r").view(np.ndarray)
-            self._maps[shard] = mm
-        return mm
-
-    def read(self, docs: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Tokens `[starts, ends)` of each document `docs`, one after another, as one
-        int64 array: locally one fancy-index gather per shard touched."""
-        item = self.dtype.itemsize
-        if not storage.is_url(self.root):
-            sizes = ends - starts
-            total = int(sizes.sum())
-            into = np.cumsum(sizes) - sizes  # each piece's place in the output
-            shards = self.shard_of[docs]
-            src = np.repeat(self.pointers[docs] // item + starts - into, sizes) + np.arange(total)
-            if (shards == shards[0]).all():
-                return self._map(int(shards[0]))[src].astype(np.int64)
-            out = np.empty(total, dtype=np.int64)
-            token_shard = np.repeat(shards, sizes)
-            for k in np.unique(shards).tolist():
-                picked = token_shard == k
-                out[picked] = self._map(k)[src[picked]]
-            return out
-        paths = [self._path(int(self.shard_of[d]), ".bin") for d in docs.tolist()]
-        first = self.pointers[docs] + starts * item
-        last = self.pointers[docs] + ends * item
-        blobs = storage.filesystem(self.root).cat_ranges(paths, first.tolist(), last.tolist())
-        out = []
-        for blob, path, a, b in zip(blobs, paths, first.tolist(), last.tolist()):
-            if isinstance(blob, Exception) or len(blob) != b - a:
-                raise OSError(f"{path}: could not read bytes {a}..{b}: {blob!r:.200}")
-            out.append(np.frombuffer(blob, dtype=self.dtype))
-        return np.concatenate(out).astype(np.int64)
 
 
 class PackReader:
@@ -195,7 +107,7 @@ class PackReader:
                                      "phạm vi của numpy.random.RandomState"))
         self.batch_size = checks.argument("batch_size", batch_size, 1, 1 << 24)
         checks.argument("seq_len", seq_len, 1, None)
-        self.build = _PackBuild(out)
+        self.build = PackStore(out)
         self.seq_len = int(seq_len)
         self.samples = (self.build.tokens - 1) // self.seq_len if self.build.tokens else 0
         self.global_batch = self.batch_size * self.world_size
@@ -213,20 +125,42 @@ class PackReader:
         self.epoch = 0
         self.position = 0  # global samples of this epoch already handed out
         self._plan_epoch = None
+        self._arange = np.arange(0)
 
     # --- the plan ---------------------------------------------------------------------
 
     def _plan(self):
+        """(document order, each of its documents' first token in the stream and the
+        stream's end, sample order, each stream sample's first document in that order
+        and the next sample's) of the current epoch, made once per epoch."""
         if self._plan_epoch is None or self._plan_epoch[0] != self.epoch:
             rs = np.random.RandomState(self.seed if self.epoch == 0 else [self.seed, self.epoch])
             order = np.arange(len(self.build.lengths), dtype=np.int32)
             rs.shuffle(order)
-            ends = np.cumsum(self.build.lengths[order])
+            starts = np.zeros(len(order) + 1, dtype=np.int64)
+            np.cumsum(self.build.lengths[order], dtype=np.int64, out=starts[1:])
             dtype = np.uint32 if self.samples < np.iinfo(np.uint32).max - 1 else np.int64
             shuffle = np.arange(self.samples, dtype=dtype)
             rs.shuffle(shuffle)
-            self._plan_epoch = (self.epoch, order, ends, shuffle)
+            # Megatron's sample index: the document holding each sample's first token
+            # (a sample's last token is the next one's first), one sorted search
+            first = np.searchsorted(starts, np.arange(self.samples + 1, dtype=np.int64)
+                                    * self.seq_len, side="right") - 1
+            # each document's address less its stream position, in the order: a batch
+            # reads a few hundred, in runs, where through `order` they are at random
+            shift = self.build.pointers[order]
+            shift //= self.build.dtype.itemsize
+            shift -= starts[:-1]
+            self._plan_epoch = (self.epoch, shift, starts, shuffle,
+                                first.astype(np.int32 if len(order) < 1 << 31 else np.int64))
         return self._plan_epoch[1:]
+
+    def __getstate__(self):
+        """Without the plan (tens of MB for millions of documents): a DataLoader worker
+        makes it again on its first batch."""
+        state = dict(self.__dict__)
+        state["_plan_epoch"], state["_arange"] = None, np.arange(0)
+        return state
 
     def sample_order(self) -> np.ndarray:
         """The epoch's samples (their index in the stream) in reading order."""
@@ -234,24 +168,45 @@ class PackReader:
 
     def samples_at(self, sample_ids) -> tuple[np.ndarray, tuple]:
         """The tokens [len(sample_ids), seq_len + 1] of the epoch's stream samples
-        `sample_ids`, and their document pieces (index in the sample, size, first
-        column) from which a PackBatch makes document_ids and position_ids."""
-        order, ends, _ = self._plan()
-        sample_ids = np.asarray(sample_ids, dtype=np.int64)
-        width = self.seq_len + 1
-        lo = sample_ids * self.seq_len
-        first = np.searchsorted(ends, lo, side="right")
-        last = np.searchsorted(ends, lo + self.seq_len, side="right")
-        counts = last - first + 1
-        row = np.repeat(np.arange(len(sample_ids)), counts)
-        piece = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        d = first[row] + piece
-        doc = order[d].astype(np.int64)
-        doc_start = ends[d] - self.build.lengths[doc]
-        a = np.maximum(lo[row], doc_start)
-        b = np.minimum(lo[row] + width, ends[d])
-        tokens = self.build.read(doc, a - doc_start, b - doc_start).reshape(len(sample_ids), width)
-        return tokens, (piece, b - a, a - lo[row])
+        `sample_ids`, and their document pieces (each sample's count, each piece's
+        size) from which a PackBatch makes document_ids and position_ids."""
+        sample_ids = np.asarray(sample_ids, dtype=np.int64).reshape(-1)
+        if len(sample_ids) and (sample_ids.min() < 0 or sample_ids.max() >= self.samples):
+            raise ReaderArgumentError(
+                argument="sample_ids", value=checks.shown(sample_ids.tolist()),
+                allowed=f"ints in 0..{self.samples - 1}, the epoch's samples")
+        return self._samples_at(sample_ids)
+
+    def _samples_at(self, sample_ids: np.ndarray) -> tuple[np.ndarray, tuple]:
+        shifts, starts, _, holder = self._plan()
+        rows, width = len(sample_ids), self.seq_len + 1
+        lo = sample_ids * self.seq_len  # each sample's first token in the stream
+        first = holder[sample_ids]  # the document holding it (its place in the order)
+        counts = holder[sample_ids + 1] - first + 1  # the next sample's first is its last
+        ends = np.cumsum(counts)
+        row_first = ends - counts  # each sample's first piece
+        d = np.repeat(first - row_first, counts)
+        d += self._range(int(ends[-1]))  # each piece's document, its place in the order
+        shift = shifts[d]  # stream position + shift = address, within a document
+        a = starts[d]  # each piece's document's first token in the stream, then its own
+        a[row_first] = lo
+        sizes = starts[d + 1]
+        sizes[ends - 1] = lo + width
+        sizes -= a
+        start = shift + a  # each piece's address
+        index = None
+        if not self.build.is_url:  # output token t of piece j is at address t + shift[j]
+            shift += np.repeat(lo - self._range(rows) * width, counts)  # sample r at r * width
+            index = np.repeat(shift, sizes)
+            index += self._range(rows * width)
+        tokens = self.build.gather(start, sizes, index)
+        return tokens.reshape(rows, width), (counts, sizes)
+
+    def _range(self, n: int) -> np.ndarray:
+        """`np.arange(n)`, a view of one kept for the longest n asked."""
+        if len(self._arange) < n:
+            self._arange = np.arange(n)
+        return self._arange[:n]
 
     # --- steps ------------------------------------------------------------------------
 
@@ -262,7 +217,7 @@ class PackReader:
                                                                  "một bước của epoch"))
         at = step * self.global_batch + self.rank * self.batch_size
         ids = self.sample_order()[at:at + self.batch_size].astype(np.int64)
-        tokens, pieces = self.samples_at(ids)
+        tokens, pieces = self._samples_at(ids)
         return PackBatch(tokens, ids, step, self.epoch, pieces)
 
     def __len__(self) -> int:

@@ -65,10 +65,13 @@ class Index:
     documents: np.ndarray
 
 
-def read_idx(data: bytes) -> Index:
-    """Parse an `.idx`; ValueError naming the first thing that is not the layout."""
-    if len(data) < HEADER_BYTES:
-        raise ValueError(f"{len(data)} bytes, shorter than the {HEADER_BYTES}-byte header")
+def read_header(data: bytes, size: int) -> tuple[str, int, int]:
+    """The dtype, sequence count and document-index count from an `.idx`'s first bytes
+    (at least HEADER_BYTES of them), checked against the file's `size`: a reader that
+    needs only the lengths and pointers reads those and nothing else. ValueError naming
+    the first thing that is not the layout."""
+    if size < HEADER_BYTES or len(data) < HEADER_BYTES:
+        raise ValueError(f"{size} bytes, shorter than the {HEADER_BYTES}-byte header")
     magic, version, code, count, docs = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise ValueError(f"magic is {magic!r}, expected {MAGIC!r}")
@@ -77,14 +80,20 @@ def read_idx(data: bytes) -> Index:
     if code not in CODE_DTYPES:
         raise ValueError(f"dtype code {code} is not one of {sorted(CODE_DTYPES)}")
     want = HEADER_BYTES + count * 4 + count * 8 + docs * 8
-    if len(data) != want:
-        raise ValueError(f"{len(data)} bytes, the header's counts ({count} sequences, "
+    if size != want:
+        raise ValueError(f"{size} bytes, the header's counts ({count} sequences, "
                          f"{docs} document indices) need {want}")
+    return CODE_DTYPES[code], count, docs
+
+
+def read_idx(data: bytes) -> Index:
+    """Parse an `.idx`; ValueError naming the first thing that is not the layout."""
+    dtype, count, docs = read_header(data, len(data))
     at = HEADER_BYTES
     lengths = np.frombuffer(data, dtype="<i4", count=count, offset=at)
     pointers = np.frombuffer(data, dtype="<i8", count=count, offset=at + count * 4)
     documents = np.frombuffer(data, dtype="<i8", count=docs, offset=at + count * 12)
-    return Index(CODE_DTYPES[code], lengths, pointers, documents)
+    return Index(dtype, lengths, pointers, documents)
 
 
 def sequences_json(counts: dict[str, tuple[int, int]]) -> dict:
