@@ -132,6 +132,14 @@ def _content(value, index: int) -> str | None:
 def normalize_message(raw: Any, index: int) -> Message:
     """One raw message (either shape) -> `Message`; shape problems only (ordering is
     `check_dialogue`'s)."""
+    if type(raw) is dict and len(raw) == 2:  # the common {"role", "content"}: no extras
+        given, content = raw.get("role"), raw.get("content")
+        if type(given) is str and type(content) is str:
+            role = ROLE_ALIASES.get(given.lower())
+            if role is not None and role != "assistant":
+                return Message(role, content, 0, {})
+            if role == "assistant" and content.strip():
+                return Message(role, content, 1, {})
     if not isinstance(raw, dict):
         raise DialogueProblem(f"message is a JSON {_json_type(raw)}, not an object", index)
     if "role" in raw:

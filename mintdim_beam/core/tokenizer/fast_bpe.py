@@ -177,6 +177,9 @@ def _ranks(model: dict, added: set) -> tuple[dict | None, str | None]:
     return ranks, None
 
 
+_FEW_TOKENS = 16  # added tokens passed to tiktoken whole on every call (`FastBPE._whole_encoder`)
+
+
 class _AddedTokens:
     """The added tokens `tokenizers` reads out of text before its model, in one mode
     (template text: all of them; content: the non-special ones only). Where each is
@@ -198,6 +201,12 @@ class _AddedTokens:
         # With a normalizer, a token matched after normalization could appear only then.
         normalized = [t["content"] for t in tokens if form is not None and t.get("normalized")]
         self.after_normalizing = _finder(normalized)
+        # Whether tiktoken may cut at these tokens itself (`FastBPE._whole`): its special
+        # regex takes the first token listed that matches, in an order of its own, where
+        # `tokenizers` takes the longest; they agree when no token begins another.
+        self.natively = self.exact and not any(
+            a != b and b.startswith(a) for a in self.ids for b in self.ids)
+        self.native = None  # (tiktoken encoding, its tokens as a set, byte count by id)
 
 
 class FastBPE:
@@ -218,7 +227,8 @@ class FastBPE:
         self._normalize = _normalizer(form)
         # Each id's byte count, looked up by id: a list's `__getitem__` mapped over a
         # text's ids costs a quarter of indexing an array with them.
-        self._lengths = byte_lengths.tolist().__getitem__
+        self._byte_lengths = byte_lengths.tolist()
+        self._lengths = self._byte_lengths.__getitem__
         self._modes = {False: _AddedTokens(added, form, id_of),
                        True: _AddedTokens([t for t in added if not t.get("special")], form,
                                           id_of)}
@@ -227,8 +237,11 @@ class FastBPE:
         """(ids per text, indices of texts left to `tokenizers`: None at those places)."""
         mode = self._modes[plain]
         out, left = [], []
+        whole = self._whole_encoder(mode)
         for i, text in enumerate(texts):
-            if mode.pattern is not None and mode.pattern.search(text):
+            if whole is not None:
+                ids = whole(text)
+            elif mode.pattern is not None and mode.pattern.search(text):
                 ids = self._encode_cut(text, mode) if mode.exact else None
             else:
                 ids = self._encode_text(text, mode)
@@ -236,6 +249,52 @@ class FastBPE:
                 left.append(i)
             out.append(ids)
         return out, left
+
+    def _whole_encoder(self, mode: _AddedTokens):
+        """`text -> ids or None` cutting a text at the mode's added tokens inside tiktoken
+        (one call per text instead of one per piece between tokens, the same ids), or None
+        where that does not apply: a normalizer or split regexes (applied per piece
+        here), tokens tiktoken would match differently (`_AddedTokens.natively`), or an
+        added token whose id is also a vocabulary token of another byte count (the
+        byte check below could not tell them apart)."""
+        if not mode.natively or self._normalize is not None or self._splits:
+            return None
+        if mode.native is None:
+            lengths = list(self._byte_lengths)
+            sizes = {token_id: len(token.encode("utf-8")) for token, token_id in mode.ids.items()}
+            if any(token_id < len(lengths) and lengths[token_id] not in (0, size)
+                   for token_id, size in sizes.items()):
+                mode.native = False
+            else:
+                lengths += [0] * (max(sizes, default=-1) + 1 - len(lengths))
+                for token_id, size in sizes.items():
+                    lengths[token_id] = size
+                import tiktoken
+
+                encoding = tiktoken.Encoding("mintdim-fast-bpe-cut", pat_str=self._encoding._pat_str,
+                                             mergeable_ranks=self._encoding._mergeable_ranks,
+                                             special_tokens=dict(mode.ids))
+                mode.native = (encoding, frozenset(mode.ids), lengths)
+        if mode.native is False:
+            return None
+        encode, allowed, byte_count = (mode.native[0]._core_bpe.encode, mode.native[1],
+                                       mode.native[2].__getitem__)
+        # tiktoken takes the allowed tokens as a set on every call, at about 0.1 us a
+        # token (Llama 3 has 256): with many, only those the text holds (the matches
+        # tiktoken will find, as no token begins another).
+        find = mode.pattern.findall if len(allowed) > _FEW_TOKENS else None
+
+        def whole(text: str) -> list[int] | None:
+            try:
+                size = len(text.encode("utf-8"))
+            except UnicodeEncodeError:  # a lone surrogate: tiktoken would replace it
+                return None
+            ids = encode(text, allowed if find is None else frozenset(find(text)))
+            # Every piece between tokens gives at most its own bytes: the sum is the
+            # text's only when no piece lost any (bytes the split regex dropped).
+            return ids if sum(map(byte_count, ids)) == size else None
+
+        return whole
 
     def _encode_cut(self, text: str, mode: _AddedTokens) -> list[int] | None:
         """The ids of a text cut at added tokens: each token's id, the text between
