@@ -30,8 +30,12 @@ $(PUBLISHED)/.done: tools/published_tokenizers.py $(STAMP)
 	$(PY) tools/published_tokenizers.py $(PUBLISHED)
 	touch $@
 
+# Two test processes (pytest-xdist), each test file whole on one of them (its module
+# fixtures built once): many tests wait on helper processes, job services and emulators,
+# so two keep both cores busy (TEST_WORKERS=0 runs the suite in one process).
+TEST_WORKERS ?= 2
 test: $(STAMP) $(PUBLISHED)/.done
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider --durations=25
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow"

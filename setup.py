@@ -23,7 +23,7 @@ setup(
     extras_require={
         # Real protocol peers for the remote-path tests: a GCS emulator and moto's S3 server.
         # Lower bounds keep pip from backtracking to an s3fs without aiobotocore.
-        "test": ["pytest>=7", "pytest-timeout", "s3fs>=2024.6.0", "zstandard",
+        "test": ["pytest>=7", "pytest-timeout", "pytest-xdist>=3.5", "s3fs>=2024.6.0", "zstandard",
                  "moto[server]>=5", "gcp-storage-emulator",
                  "transformers",  # chat-template exactness tests; needs no torch
                  "mistral-common==1.13.1"],  # its own encode_chat_completion, its tokenizers

@@ -5,7 +5,7 @@
 #   benchmarks/.work/venvs/dolma       dolma 1.2.1 (`dolma tokens`)      run_pack.py (d)
 #   benchmarks/.work/venvs/datasets    datasets + transformers           run_chat.py (c)
 #   benchmarks/.work/venvs/megatron    what Megatron-LM's tools/preprocess_data.py
-#                                      imports (torch CPU, triton, transformers, ...)
+#                                      imports (torch, triton, transformers, ...)
 #                                                                        run_pack.py (e)
 # datatrove's and datasets' venvs get the tokenizers version mintdim-beam's venv has (so
 # the peers and our fallback engine encode with the same library); dolma 1.2.1 requires
@@ -14,11 +14,9 @@
 # megatron: Megatron-LM's code is not installed here (run_pack.py runs the checkout the
 # user made, --megatron-lm PATH); this venv holds what preprocess_data.py imports at the
 # pinned tag (core_v0.16.1): torch, and through megatron.training triton, pydantic, six,
-# regex, pyyaml, packaging; transformers and tokenizers for its HuggingFaceTokenizer. It
-# runs no tensor op, so torch is a CPU build: PyPI's torch for Linux is a CUDA build
-# whose CUDA libraries (several GB) pip would pull in, so torch 2.13.0 is taken only
-# from TORCH_WHEEL (a torch-2.13.0+cpu wheel file) or, without it, from pip's
-# find-links (`--no-index`: nothing is downloaded); none: the script stops and says so.
+# regex, pyyaml, packaging; transformers and tokenizers for its HuggingFaceTokenizer.
+# torch: see install_torch. The venv `make test-interop` sets up holds all of it too
+# (run_pack.py --megatron-python .venv/bin/python).
 # With MINTDIM_MEGATRON_LM set to the checkout, the check runs its preprocess_data.py --help.
 #
 # usage: bash benchmarks/peers.sh [datatrove] [dolma] [datasets] [megatron]
@@ -48,22 +46,20 @@ declare -A CHECK=(
 )
 TORCH_PIN="torch==2.13.0"
 
-# Installs torch 2.13.0 into venv $1 from TORCH_WHEEL or pip's find-links only, without
-# its dependencies (pip adds those of a CPU build, none of them CUDA, with the rest).
-install_cpu_torch() {
+# Installs torch 2.13.0 into venv $1: TORCH_WHEEL (a wheel file) if given, else a wheel
+# among pip's find-links (a CPU build where a machine keeps one), else the package index's
+# torch 2.13.0 with its dependencies: for Linux a CUDA build, whose CUDA libraries pip
+# brings too (several GB; about 2 minutes here); it imports and runs on a machine without
+# a GPU, and preprocess_data.py runs no tensor op.
+install_torch() {
   local python="$1/bin/python"
   if [ -n "${TORCH_WHEEL:-}" ]; then
-    "$python" -m pip install -q --no-deps "$TORCH_WHEEL"
-  elif ! "$python" -m pip install -q --no-index --no-deps "$TORCH_PIN" 2>/dev/null; then
-    echo "megatron: no torch 2.13.0 wheel among pip's find-links ($("$python" -m pip config list 2>/dev/null | grep -i find-links || echo none))." >&2
-    echo "  PyPI's torch for Linux is a CUDA build that pulls several GB of CUDA libraries;" >&2
-    echo "  give a CPU build: TORCH_WHEEL=/path/to/torch-2.13.0+cpu-...whl bash benchmarks/peers.sh megatron" >&2
-    return 1
+    "$python" -m pip install -q "$TORCH_WHEEL"
+  elif ! "$python" -m pip install -q --no-index "$TORCH_PIN" 2>/dev/null; then
+    echo "megatron: no torch 2.13.0 among pip's find-links: installing the package index's (a CUDA build and its libraries, several GB)" >&2
+    "$python" -m pip install -q "$TORCH_PIN"
   fi
-  if ! "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
-    echo "megatron: the torch installed does not import as torch 2.13.0 (a CUDA build without its CUDA libraries?)" >&2
-    return 1
-  fi
+  "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')"
 }
 
 peers=("$@")
@@ -80,7 +76,7 @@ for peer in "${peers[@]}"; do
   rm -rf "$venv"
   "$PYTHON" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  if [ "$peer" = megatron ] && ! install_cpu_torch "$venv"; then
+  if [ "$peer" = megatron ] && ! install_torch "$venv"; then
     rm -rf "$venv"
     exit 1
   fi
