@@ -319,8 +319,14 @@ class UnitReader:
                 "pack_length": self.pack_length, "pack_window": self.pack_window}
 
     def state_dict(self) -> dict:
-        return {**self._settings(), "epoch": self.epoch, "step": self.step,
-                "steps_in_epoch": len(self), "world_size": self.world_size}
+        """Packed, also the window of the step's first row and that window's first row
+        (`window`, `window_row`), so that a resume packs that window only; and
+        `steps_in_epoch`, for which the first state of an epoch packs all its windows."""
+        state = {**self._settings(), "epoch": self.epoch, "step": self.step,
+                 "steps_in_epoch": len(self), "world_size": self.world_size}
+        if self.pack_length is not None:
+            state["window"], state["window_row"] = self._epoch_plan().step_window(self.step)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Continue at the state's (epoch, step); `step` may be the epoch's step count
@@ -338,6 +344,9 @@ class UnitReader:
         epoch = checks.state_value("epoch", state, 0, checks.INT64_MAX)
         before = self.epoch, self.step
         self.epoch = epoch
+        if self._resume_in_window(state):
+            self.step = int(state["step"])
+            return
         try:
             steps = len(self)
             step = checks.state_value("step", state, 0, steps,
@@ -351,12 +360,33 @@ class UnitReader:
             raise
         self.step = step
 
+    def _resume_in_window(self, state: dict) -> bool:
+        """A packed state's step taken without packing the epoch: when the state names
+        the window of the step's first row and that window's first row, and packing that
+        window alone bears it out (the row falls in it, nothing known contradicts it).
+        Otherwise (an older state, or a step changed by hand) the caller packs the epoch
+        up to the end and checks the step against it. `steps_in_epoch` is not checked
+        here: the settings checked before fix it, and the reader never uses it."""
+        from mintdim_beam.read import checks
+
+        if self.pack_length is None:
+            return False
+        step, w, first = (state.get(k) for k in ("step", "window", "window_row"))
+        if not all(checks.is_int(v) and v >= 0 for v in (step, w, first)):
+            return False
+        plan = self._epoch_plan()
+        return plan.anchor(int(w), int(first), int(step) * plan.rows_per_step)
+
     # -- iteration ----------------------------------------------------------------------
+    def _past_end(self, plan, step: int) -> bool:
+        """Packed: packs only up to the step (the epoch's length is not needed)."""
+        return plan.at_end(step) if self.pack_length is not None else step >= len(plan)
+
     def __iter__(self):
         plan = self._epoch_plan()
-        if self.step >= len(plan):
+        if self._past_end(plan, self.step):
             self.step = 0
-        while self.step < len(plan):
+        while not self._past_end(plan, self.step):
             k = self.step
             batch = self._batch(plan, k)
             self.step = k + 1  # counted before the yield: a state saved now resumes after it
@@ -368,11 +398,12 @@ class UnitReader:
         from mintdim_beam.read import checks
 
         plan = self._epoch_plan()
-        last = len(plan) - 1
-        step = checks.argument("step", step, 0, last,
-                               (f"epoch {self.epoch} has {last + 1} steps",
-                                f"epoch {self.epoch} có {last + 1} bước"))
-        return self._batch(plan, step)
+        if not (checks.is_int(step) and step >= 0 and not self._past_end(plan, step)):
+            last = len(plan) - 1
+            step = checks.argument("step", step, 0, last,
+                                   (f"epoch {self.epoch} has {last + 1} steps",
+                                    f"epoch {self.epoch} có {last + 1} bước"))
+        return self._batch(plan, int(step))
 
     def _epoch_plan(self) -> order.EpochPlan | packing.PackPlan:
         from mintdim_beam.read import order, packing
@@ -401,7 +432,7 @@ class UnitReader:
         plan = self._epoch_plan()
         if self.pack_length is not None:
             rows = min(len(plan) * plan.rows_per_step, plan.rows)
-            used = int(self._lengths[plan.records[:plan.starts[rows]]].sum())
+            used = int(self._lengths[plan.take(0, rows)[0]].sum())
             return 1.0 - used / (len(plan) * plan.rows_per_step * self.pack_length or 1)
         slots = used = 0
         for unit in self.build.sizes:
@@ -424,9 +455,8 @@ class UnitReader:
         from mintdim_beam.read import packed
 
         first, end, rows = plan.rank_rows(k, self.rank, self.world_size)
-        starts = plan.starts[first:end + 1]
-        arrays = packed.assemble(self.build, plan.records[starts[0]:starts[-1]],
-                                 starts[1:] - starts[:-1], rows, self.pack_length,
+        records, per_row = plan.take(first, end)
+        arrays = packed.assemble(self.build, records, per_row, rows, self.pack_length,
                                  self._lengths, self._offsets, self._targets, self.ignore_id)
         return Batch(unit_size=self.pack_length, step=k, epoch=self.epoch,
                      pack_length=self.pack_length, _build=self.build, **arrays)
