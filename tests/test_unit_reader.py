@@ -715,6 +715,12 @@ def test_packed_last_drop_and_pad(templated):
 
 
 def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_path):
+    """Locally the plan takes each record's tokens from its own segment lengths in the
+    shard, so a wrong `token_count` in sample_index.jsonl changes nothing; a URL build's
+    plan takes them from sample_index.jsonl (reading every shard would fetch the whole
+    build), and the record that disagrees is named when it is read."""
+    import fsspec
+
     copy = tmp_path / "counts"
     shutil.copytree(templated, copy)
     lines = (copy / "sample_index.jsonl").read_text().splitlines()
@@ -722,10 +728,21 @@ def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_pa
     row["token_count"] -= 1
     lines[3] = json.dumps(row)
     (copy / "sample_index.jsonl").write_text("\n".join(lines) + "\n")
-    reader = UnitReader(str(copy), tokens_per_step=TOKENS, pack_length=PACK)
-    with pytest.raises(errors.ShardRecordError) as info:
-        for _ in reader:
-            pass
+    kw = dict(tokens_per_step=TOKENS, pack_length=PACK)
+    assert [b.input_ids.tolist() for b in UnitReader(str(copy), **kw)] == [
+        b.input_ids.tolist() for b in UnitReader(str(templated), **kw)]
+    fs = fsspec.filesystem("memory")
+    root = "memory://reader-test/counts"
+    for path in copy.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"{root}/{path.relative_to(copy).as_posix()}", path.read_bytes())
+    try:
+        reader = UnitReader(root, **kw)
+        with pytest.raises(errors.ShardRecordError) as info:
+            for _ in reader:
+                pass
+    finally:
+        fs.rm("/reader-test", recursive=True)
     assert "sample_index.jsonl token_count says" in info.value.kwargs["problem"]
     assert info.value.kwargs["shard"].startswith(f"unit_{row['unit_size']}/")
 

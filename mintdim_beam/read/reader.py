@@ -270,14 +270,15 @@ class UnitReader:
                            f"tokens_per_step để mỗi batch là bội của nó")
 
     def _record_lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every record's token count in the global numbering (units ascending), and each
+        """Every record's token count in the global numbering (units ascending; from the
+        shards' length slots locally, `Build.record_tokens`), and each
         unit's first global index; a record longer than pack_length is refused here,
         naming the longest record and its unit, and how many of each unit do not fit."""
         import numpy as np
 
         from mintdim_beam.core.errors.base import num
 
-        counts = [self.build.token_counts(u) for u in self.build.sizes]
+        counts = [self.build.record_tokens(u) for u in self.build.sizes]
         over = {u: int((c > self.pack_length).sum()) for u, c in zip(self.build.sizes, counts)}
         if any(over.values()):
             unit, tokens = max(zip(self.build.sizes, counts), key=lambda uc: int(uc[1].max()))
