@@ -42,45 +42,50 @@ _ROW_MASK = (1 << _SHIFT) - 1
 
 def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
     """The row of each item (rows numbered in the order they are opened), longest item
-    first; every length must be at most `capacity`.
+    first (ties in the given order); every length must be at most `capacity`.
 
     Open rows are kept as sorted int keys `(room << 32) | row` (full rows dropped), so
-    the best fit for a length s is the first key >= `s << 32`: one bisect per item. Items
-    longer than half a row each open a row of their own (no earlier row has room for
-    them), so they are placed at once; a row's new key is never larger than its old one,
-    so it is searched for below the old key's place and written over it when it stays."""
+    the best fit for a length s is the first key >= `s << 32`. Items of one length are
+    placed together: the best row keeps being the best while it has room for one more
+    (its room only shrinks below every other fitting room), so it takes
+    `min(left, room // s)` of them at once, then the next best or a new row. So the
+    loop runs once per (length, row it fills), not once per item: lengths repeat a lot
+    (token counts: about 350 distinct among 10,000 records of a window here)."""
     sizes = np.asarray(lengths, dtype=np.int64)
     items = np.argsort(-sizes, kind="stable")
-    ordered = sizes[items]
-    big = int(np.searchsorted(-ordered, -(capacity // 2), side="left"))  # 2*s > capacity
-    rows = np.empty(len(sizes), dtype=np.int64)
-    rows[items[:big]] = np.arange(big, dtype=np.int64)
-    rooms = capacity - ordered[:big]
-    keys = ((rooms[rooms > 0] << _SHIFT) | np.flatnonzero(rooms > 0)).tolist()
-    placed = [0] * (len(sizes) - big)
-    opened, mask = big, _ROW_MASK
-    for n, s in enumerate(ordered[big:].tolist()):
+    values, counts = np.unique(sizes, return_counts=True)
+    runs = zip(values[::-1].tolist(), counts[::-1].tolist())
+    keys: list[int] = []
+    taken_rows, taken = [], []
+    opened, mask = 0, _ROW_MASK
+    for s, left in runs:
         need = s << _SHIFT
-        j = bisect_left(keys, need)
-        if j < len(keys):
-            key = keys[j]
-            row, new = key & mask, key - need
-            if new >> _SHIFT:
-                p = bisect_left(keys, new, 0, j)
-                if p == j:
-                    keys[j] = new
+        while left:
+            j = bisect_left(keys, need)
+            if j < len(keys):
+                key = keys[j]
+                q = min(left, (key >> _SHIFT) // s) if s else left
+                row, new = key & mask, key - q * need
+                if new >> _SHIFT:
+                    p = bisect_left(keys, new, 0, j)
+                    if p == j:
+                        keys[j] = new
+                    else:
+                        del keys[j]
+                        keys.insert(p, new)
                 else:
                     del keys[j]
-                    keys.insert(p, new)
             else:
-                del keys[j]
-        else:
-            row = opened
-            opened += 1
-            if s < capacity:
-                insort(keys, ((capacity - s) << _SHIFT) | row)
-        placed[n] = row
-    rows[items[big:]] = placed
+                q = min(left, capacity // s) if s else left
+                row = opened
+                opened += 1
+                if capacity - q * s:
+                    insort(keys, ((capacity - q * s) << _SHIFT) | row)
+            taken_rows.append(row)
+            taken.append(q)
+            left -= q
+    rows = np.empty(len(sizes), dtype=np.int64)
+    rows[items] = np.repeat(np.asarray(taken_rows, dtype=np.int64), taken)
     return rows
 
 
