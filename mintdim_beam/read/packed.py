@@ -33,6 +33,19 @@ def _exclusive(counts: np.ndarray) -> np.ndarray:
     return out
 
 
+_SLOTS: dict[int, np.ndarray] = {}
+
+
+def _slots(size: int) -> np.ndarray:
+    """`arange(size)`, read-only, kept: every step of a reader has the same size."""
+    if size not in _SLOTS:
+        if len(_SLOTS) > 8:
+            _SLOTS.clear()
+        _SLOTS[size] = np.arange(size, dtype=np.int64)
+        _SLOTS[size].flags.writeable = False
+    return _SLOTS[size]
+
+
 def assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_length: int,
              lengths: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
              ignore_id: int) -> dict:
@@ -65,6 +78,8 @@ def assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_le
     tail_seg = (first + per_row + tails_before)[has_tail]
     seg_len = np.empty(k + len(tail_seg), dtype=np.int64)
     seg_len[record_seg], seg_len[tail_seg] = lens, tail[has_tail]
+    seg_doc = np.full(len(seg_len), -1, dtype=np.int64)
+    seg_doc[record_seg] = doc
     cu = np.zeros(len(seg_len) + 1, dtype=np.int64)
     np.cumsum(seg_len, out=cu[1:])
     at = cu[:-1][record_seg]  # each record's first slot in the flattened rows
@@ -92,21 +107,18 @@ def assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_le
         table[k * (n + 1):] = empty_value
         return np.repeat(table, piece_len)
 
-    size = rows * pack_length
-    slots = np.arange(size, dtype=np.int64)
-    ids = source[slots + per_token(payload - at, pad_at - tail_start, pad_at - empty_at)]
-    ids = ids.astype(np.int64)
+    slots = _slots(rows * pack_length)
+    where = per_token(payload - at, pad_at - tail_start, pad_at - empty_at)
+    where += slots
+    ids = source[where].astype(np.int64)
     trained = per_token(targets[None, :], False, False, dtype=bool)
     labels = np.where(trained, ids, np.int64(ignore_id))
     labels[at[lens > 0]] = ignore_id  # no loss on a record's first token
-    position_ids = slots - per_token(at, tail_start, empty_at)
-    document_ids = per_token(doc, -1, -1)
 
     width = max(1, int(per_row.max(initial=0)))
     out = {"input_ids": ids.reshape(rows, pack_length),
            "labels": labels.reshape(rows, pack_length),
-           "position_ids": position_ids.reshape(rows, pack_length),
-           "document_ids": document_ids.reshape(rows, pack_length),
+           "_segment_docs": seg_doc,
            "seq_lens": np.zeros((rows, width), dtype=np.int64),
            "lengths": fill, "cu_seqlens": cu.astype(np.int32),
            "max_seqlen": int(seg_len.max(initial=0))}
@@ -117,57 +129,73 @@ def assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_le
     return out
 
 
+def position_ids(cu_seqlens: np.ndarray, segment_docs: np.ndarray, shape) -> np.ndarray:
+    """0, 1, ... from each segment's first token (`cu_seqlens`' segments: records and
+    row padding), int64 `shape`."""
+    cu = cu_seqlens.astype(np.int64)
+    return (_slots(int(cu[-1])) - np.repeat(cu[:-1], np.diff(cu))).reshape(shape)
+
+
+def document_ids(cu_seqlens: np.ndarray, segment_docs: np.ndarray, shape) -> np.ndarray:
+    """Each segment's document id on its tokens, int64 `shape`."""
+    return np.repeat(segment_docs, np.diff(cu_seqlens.astype(np.int64))).reshape(shape)
+
+
 def _read(build, units: np.ndarray, ordinals: np.ndarray, lens: np.ndarray,
           pack_length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The step's records, whole, in one buffer of the token dtype ending with a row of
     pad ids: (buffer, where each record's payload begins in it, each record's segment
-    lengths [k, n]); magic and lengths checked, and the lengths against the plan's.
+    lengths [k, n], a view of [n, k]); magic and lengths checked, and the lengths against the plan's.
 
     Locally the records are taken shard by shard straight from the memory maps (one
     sort of the step's records by unit and shard, one gather a shard, no scatter back
     to the step's order); a URL reads each unit's records by `Build.records`."""
     n, k = len(build.segments), len(ordinals)
-    parts, payload = [], np.empty(k, dtype=np.int64)
-    seg = np.empty((k, n), dtype=np.int64)
-    at = 0
+    payload = np.empty(k, dtype=np.int64)
+    seg = np.empty((n, k), dtype=np.int64)  # segment j of record r at [j, r]
     if build.is_local:
         shard, row = np.divmod(ordinals, build.samples_per_shard)
-        by = np.lexsort((shard, units))
+        by = np.argsort(units * (int(shard.max(initial=0)) + 1) + shard, kind="stable")
         unit_sorted, shard_sorted, row_sorted = units[by], shard[by], row[by]
         new_unit = np.flatnonzero(np.diff(unit_sorted)) + 1
         new_group = np.flatnonzero(np.diff(unit_sorted) | np.diff(shard_sorted)) + 1
         groups = zip([0, *new_group.tolist()], [*new_group.tolist(), k],
                      shard_sorted[np.r_[0, new_group]].tolist() if k else [])
         group = next(groups, None)
+        widths = unit_sorted + 1 + n
+        at = np.zeros(k + 1, dtype=np.int64)  # each record's place in the buffer
+        np.cumsum(widths, out=at[1:])
+        source = np.empty(int(at[-1]) + pack_length, dtype=build.dtype)
+        payload[by] = at[:-1] + 1 + n
         for lo, hi in zip([0, *new_unit.tolist()], [*new_unit.tolist(), k]) if k else ():
             unit = int(unit_sorted[lo])
-            width = build.width(unit)
-            got = np.empty((hi - lo, width), dtype=build.dtype)
+            width = unit + 1 + n
+            got = source[at[lo]:at[hi]].reshape(hi - lo, width)
             while group is not None and group[0] < hi:  # the unit's shards, one gather each
                 g_lo, g_hi, g_shard = group
-                np.take(build._memmap(unit, g_shard, width), row_sorted[g_lo:g_hi], axis=0,
-                        out=got[g_lo - lo:g_hi - lo])
+                build._memmap(unit, g_shard, width).take(row_sorted[g_lo:g_hi], axis=0,
+                                                         out=got[g_lo - lo:g_hi - lo])
                 group = next(groups, None)
-            build._check(unit, got, shard_sorted[lo:hi], row_sorted[lo:hi])
-            picked = by[lo:hi]
-            seg[picked] = got[:, 1:1 + n]
-            payload[picked] = at + np.arange(hi - lo, dtype=np.int64) * width + 1 + n
-            parts.append(got.reshape(-1))
-            at += got.size
+            seg[:, by[lo:hi]] = got[:, 1:1 + n].T
+            if (got[:, 0] != build.magic).any() or (seg[:, by[lo:hi]].sum(axis=0) > unit).any():
+                build._check(unit, got, shard_sorted[lo:hi], row_sorted[lo:hi])  # raises
     else:
+        parts, at = [], 0
         for unit in np.unique(units).tolist():
             picked = np.flatnonzero(units == unit)
             got = build.records(unit, ordinals[picked])
-            seg[picked] = got[:, 1:1 + n]
+            seg[:, picked] = got[:, 1:1 + n].T
             payload[picked] = at + np.arange(len(picked), dtype=np.int64) * got.shape[1] + 1 + n
             parts.append(got.reshape(-1))
             at += got.size
-    found = seg.sum(axis=1)
-    for unit in np.unique(units[found != lens]).tolist():
-        picked = np.flatnonzero(units == unit)
-        _check_counts(build, unit, ordinals[picked], found[picked], lens[picked])
-    parts.append(np.full(pack_length, build.pad_id, dtype=build.dtype))
-    return np.concatenate(parts), payload, seg
+        source = np.concatenate([*parts, np.empty(pack_length, dtype=build.dtype)])
+    source[len(source) - pack_length:] = build.pad_id
+    found = seg.sum(axis=0)
+    if (found != lens).any():
+        for unit in np.unique(units[found != lens]).tolist():
+            picked = np.flatnonzero(units == unit)
+            _check_counts(build, unit, ordinals[picked], found[picked], lens[picked])
+    return source, payload, seg.T
 
 
 def _check_counts(build, unit: int, ordinals: np.ndarray, found: np.ndarray,

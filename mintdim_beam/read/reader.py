@@ -101,7 +101,7 @@ class Batch:
     records to sample ids, and a training loop that never asks does not parse it.
 
     Packed (`pack_length` set, then `unit_size == pack_length`): `input_ids`, `labels`,
-    `position_ids`, `document_ids` [rows, pack_length]; `seq_lens`, `ordinals`, `units`,
+    `position_ids`, `document_ids` [rows, pack_length] (these two made on first use); `seq_lens`, `ordinals`, `units`,
     `sample_ids` [rows, records] (0 / -1 past a row's records); `lengths` [rows];
     `cu_seqlens`, `max_seqlen` (see `read.packed`); no `attention_mask`."""
 
@@ -120,14 +120,37 @@ class Batch:
     rejected_lengths: np.ndarray | None = None
     pack_length: int | None = None
     units: np.ndarray | None = None
-    position_ids: np.ndarray | None = None
-    document_ids: np.ndarray | None = None
     seq_lens: np.ndarray | None = None
     cu_seqlens: np.ndarray | None = None
     max_seqlen: int | None = None
     _build: object = field(default=None, repr=False, compare=False)
     _sample_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
     _masks: dict = field(default_factory=dict, repr=False, compare=False)
+    # packed: each flattened segment's document id (-1 for padding), for the lazy arrays
+    _segment_docs: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def position_ids(self) -> np.ndarray | None:
+        """int64 [rows, pack_length], packed only: 0, 1, ... from each record's first
+        token (and from each row's padding). Made on first use from `cu_seqlens`, then
+        kept: a loop that does not ask (flash-attention takes `cu_seqlens`) pays nothing."""
+        return self._packed_array("position_ids")
+
+    @property
+    def document_ids(self) -> np.ndarray | None:
+        """int64 [rows, pack_length], packed only: the record's index in its row, -1 on
+        padding. Made on first use, then kept."""
+        return self._packed_array("document_ids")
+
+    def _packed_array(self, name: str) -> np.ndarray | None:
+        if self._segment_docs is None:
+            return None
+        if name not in self._masks:
+            from mintdim_beam.read import packed
+
+            make = packed.position_ids if name == "position_ids" else packed.document_ids
+            self._masks[name] = make(self.cu_seqlens, self._segment_docs, self.input_ids.shape)
+        return self._masks[name]
 
     @property
     def sample_ids(self) -> np.ndarray:
