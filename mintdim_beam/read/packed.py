@@ -52,69 +52,62 @@ def assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_le
     """Arrays of `rows` rows holding global `records` (row by row, `per_row[i]` in row i,
     rows past `len(per_row)` empty); `lengths` and `offsets` index the global numbering.
 
-    The rows flattened are cut exactly by the pieces: each record's segments, then each
-    row's padding. Every per-token array is one `np.repeat` of a per-piece value (where
-    its tokens come from, the record's first slot, its document id, whether it is a
-    target), so a step costs a few passes over its tokens whatever its records. The
-    records are read whole, unit by unit, into one buffer with `pack_length` pad ids at
-    its end, the padding's source."""
-    n = len(build.segments)
-    k = len(records)
+    The records are read whole into one buffer that ends with `pack_length` pad ids
+    (`_read`). The rows flattened are cut exactly by the segments (each record, then
+    each row's padding), so `input_ids` is one gather from the buffer at one `np.repeat`
+    of each segment's offset plus the slot numbers; the label mask is one `np.repeat` of
+    a flag per record segment (and per padding); `position_ids` and `document_ids` are
+    made from the segments on first use (`Batch`)."""
+    n, k = len(build.segments), len(records)
+    size = rows * pack_length
     lens = lengths[records]
     unit_index = np.searchsorted(offsets, records, side="right") - 1
     units = np.asarray(sorted(build.counts), dtype=np.int64)[unit_index]
     ordinals = records - offsets[unit_index]
 
     per_row = np.concatenate([per_row, np.zeros(rows - len(per_row), dtype=np.int64)])
+    first = _exclusive(per_row)  # each row's first record
+    ends = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(lens, out=ends[1:])
     row_of = np.repeat(np.arange(rows, dtype=np.int64), per_row)
-    fill = np.bincount(row_of, weights=lens, minlength=rows).astype(np.int64)
+    fill = ends[first + per_row] - ends[first]
     tail = pack_length - fill
     has_tail = tail > 0
-    tails_before = _exclusive(has_tail.astype(np.int64))
-    first = _exclusive(per_row)  # each row's first record
     doc = np.arange(k, dtype=np.int64) - first[row_of]
-    # coarse segments (flash-attention's): a row's records, then its padding (if any)
+    # segments (flash-attention's): a row's records, then its padding (if any)
+    tails_before = _exclusive(has_tail)
     record_seg = np.arange(k, dtype=np.int64) + tails_before[row_of]
     tail_seg = (first + per_row + tails_before)[has_tail]
     seg_len = np.empty(k + len(tail_seg), dtype=np.int64)
     seg_len[record_seg], seg_len[tail_seg] = lens, tail[has_tail]
-    seg_doc = np.full(len(seg_len), -1, dtype=np.int64)
-    seg_doc[record_seg] = doc
     cu = np.zeros(len(seg_len) + 1, dtype=np.int64)
     np.cumsum(seg_len, out=cu[1:])
-    at = cu[:-1][record_seg]  # each record's first slot in the flattened rows
+    at = cu[record_seg]  # each record's first slot in the flattened rows
 
     source, payload, seg = _read(build, units, ordinals, lens, pack_length)
-    pad_at = len(source) - pack_length  # pack_length pad ids end the buffer
+    offset = np.empty(len(seg_len), dtype=np.int64)  # buffer index - slot, per segment
+    offset[record_seg], offset[tail_seg] = payload - at, len(source) - pack_length - cu[tail_seg]
+    where = np.repeat(offset, seg_len)
+    where += _slots(size)
+    ids = source.take(where).astype(np.int64)
 
-    # pieces: a (k, n + 1) grid, record r's n segments then its row's padding if r is
-    # the row's last record (else an empty piece); then each empty row, a piece alone
-    last = np.zeros(k, dtype=bool)
-    last[(first + per_row - 1)[per_row > 0]] = True
-    row_tail = np.where(last, tail[row_of], 0)
-    tail_start = at + lens  # where a record's row's padding would begin
-    empty_at = cu[:-1][tail_seg][per_row[has_tail] == 0]  # rows without records
-    piece_len = np.empty(k * (n + 1) + len(empty_at), dtype=np.int64)
+    # target flags by piece: record r's n segments then, if r ends its row, the row's
+    # padding, as a (k, n + 1) grid; then each empty row
+    empty = int((per_row == 0).sum())
+    piece_len = np.empty(k * (n + 1) + empty, dtype=np.int64)
     grid = piece_len[:k * (n + 1)].reshape(k, n + 1)
-    grid[:, :n], grid[:, n] = seg, row_tail
+    grid[:, :n] = seg
+    grid[:, n] = 0
+    ends_row = (first + per_row - 1)[per_row > 0]
+    grid[ends_row, n] = tail[per_row > 0]
     piece_len[k * (n + 1):] = pack_length
-
-    def per_token(record_value, tail_value, empty_value, dtype=np.int64) -> np.ndarray:
-        table = np.empty(len(piece_len), dtype=dtype)
-        cells = table[:k * (n + 1)].reshape(k, n + 1)
-        cells[:, :n] = record_value[:, None] if np.ndim(record_value) == 1 else record_value
-        cells[:, n] = tail_value
-        table[k * (n + 1):] = empty_value
-        return np.repeat(table, piece_len)
-
-    slots = _slots(rows * pack_length)
-    where = per_token(payload - at, pad_at - tail_start, pad_at - empty_at)
-    where += slots
-    ids = source[where].astype(np.int64)
-    trained = per_token(targets[None, :], False, False, dtype=bool)
-    labels = np.where(trained, ids, np.int64(ignore_id))
+    flag = np.zeros(len(piece_len), dtype=bool)
+    flag[:k * (n + 1)].reshape(k, n + 1)[:, :n] = targets
+    labels = np.where(np.repeat(flag, piece_len), ids, np.int64(ignore_id))
     labels[at[lens > 0]] = ignore_id  # no loss on a record's first token
 
+    seg_doc = np.full(len(seg_len), -1, dtype=np.int64)
+    seg_doc[record_seg] = doc
     width = max(1, int(per_row.max(initial=0)))
     out = {"input_ids": ids.reshape(rows, pack_length),
            "labels": labels.reshape(rows, pack_length),
@@ -155,7 +148,7 @@ def _read(build, units: np.ndarray, ordinals: np.ndarray, lens: np.ndarray,
     seg = np.empty((n, k), dtype=np.int64)  # segment j of record r at [j, r]
     if build.is_local and k:
         shard, row = np.divmod(ordinals, build.samples_per_shard)
-        by = np.argsort(units * (int(shard.max()) + 1) + shard, kind="stable")
+        by = np.argsort(units * (int(ordinals.max()) + 1) + ordinals)  # by unit, shard, row
         unit_sorted, shard_sorted, row_sorted = units[by], shard[by], row[by]
         at = np.zeros(k + 1, dtype=np.int64)  # each record's place in the buffer
         np.cumsum(unit_sorted + 1 + n, out=at[1:])
