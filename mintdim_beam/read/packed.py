@@ -9,16 +9,18 @@ Per row of `pack_length` slots, the records one after another, then padding:
   usual shift (position t predicts label t+1) no loss crosses from one record into the
   next (nothing predicts a record's first token unpacked either), and on padding;
 - `position_ids` 0, 1, ... restarting at every record; the padding after the records
-  counts from 0 as a segment of its own;
-- `document_ids` the record's index in its row (0, 1, ...), -1 on padding;
+  counts from 0 as a segment of its own (made on first use, `position_ids`);
+- `document_ids` the record's index in its row (0, 1, ...), -1 on padding (made on
+  first use, `document_ids`);
 - `seq_lens` [rows, k] the records' lengths in row order (0 past a row's records),
   `sample_ids` / `ordinals` / `units` [rows, k] likewise (-1 past them);
 - `cu_seqlens` int32 [segments + 1], flash-attention's boundaries of the whole batch
   flattened to `rows * pack_length` tokens: every record, and every row's padding as a
   segment of its own, so the segments cover the flattened batch exactly; `max_seqlen`.
 
-The token counts the plan used (sample_index.jsonl) are checked against each record's
-segment lengths as it is read: a record that disagrees is a ShardRecordError."""
+The token counts the plan used (from the shards themselves locally; from
+sample_index.jsonl for a URL) are checked against each record's segment lengths as it
+is read: a record that disagrees is a ShardRecordError."""
 from __future__ import annotations
 
 import numpy as np

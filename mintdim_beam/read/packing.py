@@ -21,11 +21,12 @@ records of any units in rows of exactly `pack_length` tokens. Nothing here reads
   (`last="drop"`, its records are not read that epoch).
 
 So step k of an epoch is fixed by (seed, epoch, k) and the lengths, with no batch read
-or replayed: resuming is arithmetic on the epoch's plan. Cost: the plan packs every
-window of the epoch once when the epoch is first read (on each rank, in each DataLoader
-worker that was not forked from a process that had it): O(N log W) in Python's bisect,
-about 1.7 s per million records here, and 16 bytes a record (two int64 arrays); a step
-is then O(its records).
+or replayed. Windows are packed alone, so the plan is made a window at a time
+(`PackPlan`): the order and its cut into windows at once (vectorized, about 0.05 s a
+million records here), each window when a row of it is first needed (about 2.5 ms for
+10,000 records), its first row the sum of the rows of the windows before it. The first
+step packs one window; a resume whose state names its window packs that window;
+`len()` packs them all (about 0.2 s a million records). Memory: 12 bytes a record.
 """
 from __future__ import annotations
 
@@ -190,7 +191,9 @@ class PackPlan:
         i = bisect_left(self._known_windows, w)
         if i < len(self._known_windows) and self._known_windows[i] == w:
             if self._known_rows[i] != first:
-                raise PlanMismatch(f"window {w} starts at row {self._known_rows[i]}, not {first}")
+                raise PlanMismatch(f"window {w} of the plan starts at row {self._known_rows[i]}, "
+                                   f"not {first}: a loaded state's window does not belong to "
+                                   f"this plan")
             return
         self._known_windows.insert(i, w)
         self._known_rows.insert(i, first)

@@ -343,13 +343,15 @@ class UnitReader:
                 "pack_length": self.pack_length, "pack_window": self.pack_window}
 
     def state_dict(self) -> dict:
-        """Packed, also the window of the step's first row and that window's first row
-        (`window`, `window_row`), so that a resume packs that window only; and
-        `steps_in_epoch`, for which the first state of an epoch packs all its windows."""
+        """Packed, also `window`: the plan window of the step's first row and that
+        window's first row, in this epoch (`{"epoch", "index", "first_row"}`), so that a
+        resume packs that window only; `steps_in_epoch` packs every window of the epoch
+        the first time a state of it is made (0.2 s a million records here)."""
         state = {**self._settings(), "epoch": self.epoch, "step": self.step,
                  "steps_in_epoch": len(self), "world_size": self.world_size}
         if self.pack_length is not None:
-            state["window"], state["window_row"] = self._epoch_plan().step_window(self.step)
+            index, first = self._epoch_plan().step_window(self.step)
+            state["window"] = {"epoch": self.epoch, "index": index, "first_row": first}
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -385,18 +387,24 @@ class UnitReader:
         self.step = step
 
     def _resume_in_window(self, state: dict) -> bool:
-        """A packed state's step taken without packing the epoch: when the state names
-        the window of the step's first row and that window's first row, and packing that
-        window alone bears it out (the row falls in it, nothing known contradicts it).
-        Otherwise (an older state, or a step changed by hand) the caller packs the epoch
-        up to the end and checks the step against it. `steps_in_epoch` is not checked
-        here: the settings checked before fix it, and the reader never uses it."""
+        """A packed state's step taken without packing the epoch: when the state's
+        `window` (made by `state_dict` in the same epoch) holds the step's first row once
+        that window alone is packed, and nothing known contradicts its first row. A step
+        changed by hand within the window is still right (the window's first row is a
+        fact of the epoch's plan, whatever the step); otherwise (a state without it, a
+        step moved out of it, an epoch changed by hand) the caller packs the epoch and
+        checks the step against it. `steps_in_epoch` is not checked here: the settings
+        checked before fix it, and the reader never uses it."""
         from mintdim_beam.read import checks
 
-        if self.pack_length is None:
+        window = state.get("window")
+        if self.pack_length is None or not isinstance(window, dict):
             return False
-        step, w, first = (state.get(k) for k in ("step", "window", "window_row"))
-        if not all(checks.is_int(v) and v >= 0 for v in (step, w, first)):
+        step, epoch, w, first = (state.get("step"), window.get("epoch"), window.get("index"),
+                                 window.get("first_row"))
+        if not all(checks.is_int(v) and v >= 0 for v in (step, epoch, w, first)):
+            return False
+        if epoch != self.epoch:  # a fact about another epoch's plan
             return False
         plan = self._epoch_plan()
         return plan.anchor(int(w), int(first), int(step) * plan.rows_per_step)
