@@ -941,3 +941,17 @@ def test_a_corrupt_record_is_named_when_a_packed_reader_is_made(templated, tmp_p
         UnitReader(str(copy), tokens_per_step=TOKENS, pack_length=PACK)
     assert info.value.kwargs["shard"] == "unit_32/shard_000001.bin"
     assert info.value.kwargs["row"] == 3 and words in info.value.kwargs["problem"]
+
+
+def test_the_plans_windows_are_where_the_window_ids_change():
+    """The cut by bisection at each multiple of the window's tokens, with zero-length
+    records (also last, at a multiple) and records longer than a window."""
+    from mintdim_beam.read import packing
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        lengths = rng.choice([0, 0, 1, 3, 5, 8, 30], size=int(rng.integers(1, 60)))
+        window_rows, pack_length = int(rng.integers(1, 6)), int(rng.integers(30, 40))
+        plan = packing.pack_plan(lengths, pack_length, window_rows, 2, trial, 0, "pad")
+        ids = packing.window_ids(lengths[plan._perm], window_rows * pack_length)
+        assert plan._cuts.tolist() == [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(lengths)]

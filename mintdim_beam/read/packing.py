@@ -128,10 +128,19 @@ class PackPlan:
         self.pack_length, self.rows_per_step, self.last = pack_length, rows_per_step, last
         self._lengths = np.asarray(lengths, dtype=np.int64)
         n = len(self._lengths)
-        self._perm = order.generator(seed, epoch, PACK_STREAM, 0).permutation(n).astype(np.int64)
-        ids = window_ids(self._lengths[self._perm], window_rows * pack_length)
-        cuts = np.flatnonzero(np.diff(ids)) + 1
-        self._cuts = np.concatenate(([0], cuts, [n])).astype(np.int64) if n else np.zeros(1, np.int64)
+        self._perm = order.generator(seed, epoch, PACK_STREAM, 0).permutation(n).astype(
+            np.int64, copy=False)
+        # windows (`window_ids`) cut where a record's first token reaches a multiple of
+        # window_tokens: the first record at or past each multiple, found by bisection
+        in_order = self._lengths[self._perm]
+        firsts = np.cumsum(in_order)
+        total = int(firsts[-1]) if n else 0
+        firsts -= in_order
+        del in_order
+        window_tokens = window_rows * pack_length
+        cuts = np.unique(np.searchsorted(firsts, np.arange(window_tokens, total + 1, window_tokens)))
+        self._cuts = np.concatenate(([0], cuts[(cuts > 0) & (cuts < n)], [n])).astype(
+            np.int64) if n else np.zeros(1, np.int64)
         self.windows = len(self._cuts) - 1
         self._packed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._known_windows, self._known_rows = [0], [0]  # first rows known, ascending
