@@ -955,3 +955,24 @@ def test_the_plans_windows_are_where_the_window_ids_change():
         plan = packing.pack_plan(lengths, pack_length, window_rows, 2, trial, 0, "pad")
         ids = packing.window_ids(lengths[plan._perm], window_rows * pack_length)
         assert plan._cuts.tolist() == [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(lengths)]
+
+
+@pytest.mark.parametrize("world, last", [(1, "pad"), (2, "drop"), (4, "pad")])
+def test_packed_steps_made_together_when_iterated_are_the_steps_made_alone(templated, world,
+                                                                         last):
+    """Iterating makes a few steps at once (`PACK_AHEAD_TOKENS`); each is the batch
+    `batch_at` makes alone, array for array, the last step's empty rows included."""
+    kw = dict(tokens_per_step=TOKENS, pack_length=PACK, seed=9, world_size=world, last=last)
+    names = ("input_ids", "labels", "position_ids", "document_ids", "seq_lens", "cu_seqlens",
+             "lengths", "sample_ids", "units", "ordinals", "valid")
+    for rank in range(world):
+        reader = UnitReader(str(templated), rank=rank, **kw)
+        alone = UnitReader(str(templated), rank=rank, **kw)
+        steps = list(reader)
+        assert [b.step for b in steps] == list(range(len(alone)))
+        for batch in steps:
+            single = alone.batch_at(batch.step)
+            for name in names:
+                got, want = getattr(batch, name), getattr(single, name)
+                assert got.dtype == want.dtype and np.array_equal(got, want), name
+            assert batch.max_seqlen == single.max_seqlen

@@ -52,7 +52,55 @@ def assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_le
              lengths: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
              ignore_id: int) -> dict:
     """Arrays of `rows` rows holding global `records` (row by row, `per_row[i]` in row i,
-    rows past `len(per_row)` empty); `lengths` and `offsets` index the global numbering.
+    rows past `len(per_row)` empty); `lengths` and `offsets` index the global numbering."""
+    return assemble_steps(build, [(records, per_row, rows)], pack_length, lengths, offsets,
+                          targets, ignore_id)[0]
+
+
+def assemble_steps(build, steps: list, pack_length: int, lengths: np.ndarray,
+                   offsets: np.ndarray, targets: np.ndarray, ignore_id: int) -> list[dict]:
+    """`assemble` for several steps `(records, per_row, rows)` at once (only the last may
+    end with empty rows), made as one and cut into each step's arrays (views): a
+    reader going through an epoch reads a few steps' records with one gather per
+    (unit, shard) and one pass of each kind, where one step at a time pays them per
+    step (a 65,536-token step's records lie in about 48 of the 1M build's 52 shards).
+    Each step's arrays are the ones `assemble` gives it alone."""
+    records = np.concatenate([s[0] for s in steps])
+    per_row = np.concatenate([np.concatenate([s[1], np.zeros(s[2] - len(s[1]), np.int64)])
+                              for s in steps])
+    step_rows = [s[2] for s in steps]
+    return _split(_assemble(build, records, per_row, sum(step_rows), pack_length, lengths,
+                            offsets, targets, ignore_id), step_rows, pack_length)
+
+
+def _split(out: dict, step_rows: list, pack_length: int) -> list[dict]:
+    """Each step's rows of arrays made for several: row slices, its own record columns,
+    its segments of `cu_seqlens` from 0."""
+    cu, per_row = out.pop("_cu"), out.pop("_per_row")
+    if len(step_rows) == 1:
+        return [out]
+    seg_docs = out["_segment_docs"]
+    steps, row = [], 0
+    for rows in step_rows:
+        lo, hi = row, row + rows
+        a, b = np.searchsorted(cu, [lo * pack_length, hi * pack_length])
+        width = max(1, int(per_row[lo:hi].max(initial=0)))
+        seg_len = np.diff(cu[a:b + 1])
+        steps.append({"input_ids": out["input_ids"][lo:hi], "labels": out["labels"][lo:hi],
+                      "_segment_docs": seg_docs[a:b], "lengths": out["lengths"][lo:hi],
+                      "seq_lens": out["seq_lens"][lo:hi, :width],
+                      "ordinals": out["ordinals"][lo:hi, :width],
+                      "units": out["units"][lo:hi, :width],
+                      "cu_seqlens": (cu[a:b + 1] - cu[a]).astype(np.int32),
+                      "max_seqlen": int(seg_len.max(initial=0))})
+        row = hi
+    return steps
+
+
+def _assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_length: int,
+              lengths: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
+              ignore_id: int) -> dict:
+    """`assemble`'s work; empty rows (no record) only at the end.
 
     The records are read whole into one buffer that ends with `pack_length` pad ids
     (`_read`). The rows flattened are cut exactly by the segments (each record, then
@@ -121,6 +169,7 @@ def assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_le
     for name, values in (("ordinals", ordinals), ("units", units)):
         out[name] = np.full((rows, width), -1, dtype=np.int64)
         out[name][row_of, doc] = values
+    out["_cu"], out["_per_row"] = cu, per_row
     return out
 
 

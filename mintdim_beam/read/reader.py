@@ -78,6 +78,13 @@ MAX_TOKENS_PER_STEP = 1 << 24
 # for 10% more plan time; the bound keeps a window's bisect list, and so its best-fit
 # cost, small.
 DEFAULT_PACK_WINDOW = 1024
+# Packed steps are made a few at a time when iterated: up to 2**18 tokens of this rank's
+# rows (4 steps of 65,536), at most 16 steps. A 65,536-token step's records lie in about
+# 48 of the 1M benchmark build's 52 shards, so 4 steps at once gather each shard once
+# for 4 steps, and pay each pass's fixed cost once (CPU 0.44 -> 0.37 ms a step here,
+# benchmarks/read_cpu.py; 2**19 and 2**20 were no faster).
+PACK_AHEAD_TOKENS = 1 << 18
+PACK_AHEAD_STEPS = 16
 MAX_PACK_WINDOW = 1 << 16
 TOKENS_BOUND_WHY = ("2**24, the largest published global batch; each rank builds its "
                     "share as int64 arrays, 8 bytes a token",
@@ -418,9 +425,15 @@ class UnitReader:
         plan = self._epoch_plan()
         if self._past_end(plan, self.step):
             self.step = 0
+        ahead: dict[int, Batch] = {}  # packed: the next few steps, made together
         while not self._past_end(plan, self.step):
             k = self.step
-            batch = self._batch(plan, k)
+            if self.pack_length is None:
+                batch = self._batch(plan, k)
+            else:
+                if k not in ahead:
+                    ahead = self._packed_batches(plan, k)
+                batch = ahead.pop(k)
             self.step = k + 1  # counted before the yield: a state saved now resumes after it
             yield batch
 
@@ -484,14 +497,28 @@ class UnitReader:
         return self._perms[unit]
 
     def _packed_batch(self, plan: packing.PackPlan, k: int) -> Batch:
+        return self._packed_batches(plan, k, 1)[k]
+
+    def _packed_batches(self, plan: packing.PackPlan, k: int, count: int | None = None) -> dict:
+        """Steps k, k+1, ... (`count`, or as many as make PACK_AHEAD_TOKENS of this rank's
+        rows, at most PACK_AHEAD_STEPS, none past the epoch's end) made together
+        (`packed.assemble_steps`); each the batch `batch_at` gives."""
         from mintdim_beam.read import packed
 
-        first, end, rows = plan.rank_rows(k, self.rank, self.world_size)
-        records, per_row = plan.take(first, end)
-        arrays = packed.assemble(self.build, records, per_row, rows, self.pack_length,
-                                 self._lengths, self._offsets, self._targets, self.ignore_id)
-        return Batch(unit_size=self.pack_length, step=k, epoch=self.epoch,
-                     pack_length=self.pack_length, _build=self.build, **arrays)
+        if count is None:
+            share = plan.rows_per_step // self.world_size * self.pack_length
+            count = min(PACK_AHEAD_STEPS, max(1, PACK_AHEAD_TOKENS // share))
+        steps = []
+        for j in range(k, k + count):
+            if j > k and self._past_end(plan, j):
+                break
+            first, end, rows = plan.rank_rows(j, self.rank, self.world_size)
+            steps.append((*plan.take(first, end), rows))
+        made = packed.assemble_steps(self.build, steps, self.pack_length, self._lengths,
+                                     self._offsets, self._targets, self.ignore_id)
+        return {j: Batch(unit_size=self.pack_length, step=j, epoch=self.epoch,
+                         pack_length=self.pack_length, _build=self.build, **arrays)
+                for j, arrays in zip(range(k, k + len(made)), made)}
 
     def _batch(self, plan, k: int) -> Batch:
         import numpy as np
