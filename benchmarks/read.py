@@ -11,7 +11,9 @@ measures, each reader in a fresh process of its own, on a warm page cache:
                consumed round-robin, tokens summed); at `--tokens-per-step` (default
                65536) and at the batch shape of mintdim's unit-read (8 x unit tokens)
   packed       UnitReader(pack_length=2048) at `--tokens-per-step`, against the gather
-               bound at the same tokens a step (token slots delivered, padding included)
+               bound at the same tokens a step (token slots delivered, padding included);
+               `input_ids` and `labels` of each step, and again with `position_ids` and
+               `document_ids` (made on first use) used too
   pack-build   PackReader(seq_len=2048, tokens_per_step // 2048 samples a step) on a
                pack-build of the same corpus and tokenizer, against a memmap gather of
                as many random windows of 2049 tokens of a shard's .bin into int64
