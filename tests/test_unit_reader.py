@@ -976,3 +976,4 @@ def test_packed_steps_made_together_when_iterated_are_the_steps_made_alone(templ
                 got, want = getattr(batch, name), getattr(single, name)
                 assert got.dtype == want.dtype and np.array_equal(got, want), name
             assert batch.max_seqlen == single.max_seqlen
+    assert all(getattr(b, name).flags.c_contiguous for b in steps for name in names[:7])

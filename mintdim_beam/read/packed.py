@@ -74,8 +74,8 @@ def assemble_steps(build, steps: list, pack_length: int, lengths: np.ndarray,
 
 
 def _split(out: dict, step_rows: list, pack_length: int) -> list[dict]:
-    """Each step's rows of arrays made for several: row slices, its own record columns,
-    its segments of `cu_seqlens` from 0."""
+    """Each step's rows of arrays made for several: row slices (views), its own record
+    columns (copies, contiguous like a step's own), its segments of `cu_seqlens` from 0."""
     cu, per_row = out.pop("_cu"), out.pop("_per_row")
     if len(step_rows) == 1:
         return [out]
@@ -88,9 +88,8 @@ def _split(out: dict, step_rows: list, pack_length: int) -> list[dict]:
         seg_len = np.diff(cu[a:b + 1])
         steps.append({"input_ids": out["input_ids"][lo:hi], "labels": out["labels"][lo:hi],
                       "_segment_docs": seg_docs[a:b], "lengths": out["lengths"][lo:hi],
-                      "seq_lens": out["seq_lens"][lo:hi, :width],
-                      "ordinals": out["ordinals"][lo:hi, :width],
-                      "units": out["units"][lo:hi, :width],
+                      **{name: np.ascontiguousarray(out[name][lo:hi, :width])
+                         for name in ("seq_lens", "ordinals", "units")},
                       "cu_seqlens": (cu[a:b + 1] - cu[a]).astype(np.int32),
                       "max_seqlen": int(seg_len.max(initial=0))})
         row = hi
