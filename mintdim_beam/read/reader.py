@@ -108,9 +108,10 @@ class Batch:
     records to sample ids, and a training loop that never asks does not parse it.
 
     Packed (`pack_length` set, then `unit_size == pack_length`): `input_ids`, `labels`,
-    `position_ids`, `document_ids` [rows, pack_length] (these two made on first use); `seq_lens`, `ordinals`, `units`,
-    `sample_ids` [rows, records] (0 / -1 past a row's records); `lengths` [rows];
-    `cu_seqlens`, `max_seqlen` (see `read.packed`); no `attention_mask`."""
+    `position_ids`, `document_ids` [rows, pack_length] (these two made on first use);
+    `seq_lens`, `ordinals`, `units`, `sample_ids` [rows, records] (0 / -1 past a row's
+    records); `lengths` [rows]; `cu_seqlens`, `max_seqlen` (see `read.packed`); no
+    `attention_mask`."""
 
     unit_size: int
     step: int
@@ -468,8 +469,9 @@ class UnitReader:
 
     def padding_fraction(self) -> float:
         """The share of this epoch's token slots (all ranks, every step) that hold no
-        record's token: what packing is for. Reads no shard (token counts from
-        sample_index.jsonl)."""
+        record's token: what packing is for. Reads no record (packed: the token counts
+        the reader took when made; unpacked: sample_index.jsonl's). Packed, packs every
+        window of the epoch."""
         import numpy as np
 
         from mintdim_beam.read import order
