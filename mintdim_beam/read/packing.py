@@ -67,17 +67,20 @@ def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
     runs = zip(ordered[cuts[:-1]].tolist(), np.diff(cuts).tolist())
     keys: list[int] = []
     taken_rows, taken = [], []
-    opened, mask = 0, _ROW_MASK
+    opened, mask, shift, find = 0, _ROW_MASK, _SHIFT, bisect_left  # locals: a hot loop
+    add_row, add_count = taken_rows.append, taken.append
     for s, left in runs:
-        need = s << _SHIFT
+        need = s << shift
         while left:
-            j = bisect_left(keys, need)
+            j = find(keys, need)
             if j < len(keys):
                 key = keys[j]
-                q = min(left, (key >> _SHIFT) // s) if s else left
+                q = (key >> shift) // s if s else left
+                if q > left:
+                    q = left
                 row, new = key & mask, key - q * need
-                if new >> _SHIFT:
-                    p = bisect_left(keys, new, 0, j)
+                if new >> shift:
+                    p = find(keys, new, 0, j)
                     if p == j:
                         keys[j] = new
                     else:
@@ -86,13 +89,15 @@ def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
                 else:
                     del keys[j]
             else:
-                q = min(left, capacity // s) if s else left
+                q = capacity // s if s else left
+                if q > left:
+                    q = left
                 row = opened
                 opened += 1
                 if capacity - q * s:
-                    insort(keys, ((capacity - q * s) << _SHIFT) | row)
-            taken_rows.append(row)
-            taken.append(q)
+                    insort(keys, ((capacity - q * s) << shift) | row)
+            add_row(row)
+            add_count(q)
             left -= q
     rows = np.empty(len(sizes), dtype=np.int64)
     rows[items] = np.repeat(np.asarray(taken_rows, dtype=np.int64), taken)
