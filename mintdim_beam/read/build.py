@@ -114,10 +114,11 @@ class Build:
         out = np.empty(self.counts[unit], dtype=np.int64)
         for shard in range(self.shard_count(unit)):
             mm = self._memmap(unit, shard, width)
-            tokens = mm[:, 1].astype(np.int64)
+            head = np.array(mm[:, :1 + n])  # magic and lengths: one pass over the map
+            tokens = head[:, 1].astype(np.int64)
             for j in range(2, 1 + n):
-                tokens += mm[:, j]
-            bad = np.flatnonzero((mm[:, 0] != self.magic) | (tokens > unit))
+                tokens += head[:, j]
+            bad = np.flatnonzero((head[:, 0] != self.magic) | (tokens > unit))
             if len(bad):
                 row = int(bad[0])
                 self._check(unit, mm[row:row + 1], np.array([shard]), np.array([row]))
