@@ -715,6 +715,12 @@ def test_packed_last_drop_and_pad(templated):
 
 
 def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_path):
+    """Locally the plan takes each record's tokens from its own segment lengths in the
+    shard, so a wrong `token_count` in sample_index.jsonl changes nothing; a URL build's
+    plan takes them from sample_index.jsonl (reading every shard would fetch the whole
+    build), and the record that disagrees is named when it is read."""
+    import fsspec
+
     copy = tmp_path / "counts"
     shutil.copytree(templated, copy)
     lines = (copy / "sample_index.jsonl").read_text().splitlines()
@@ -722,10 +728,21 @@ def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_pa
     row["token_count"] -= 1
     lines[3] = json.dumps(row)
     (copy / "sample_index.jsonl").write_text("\n".join(lines) + "\n")
-    reader = UnitReader(str(copy), tokens_per_step=TOKENS, pack_length=PACK)
-    with pytest.raises(errors.ShardRecordError) as info:
-        for _ in reader:
-            pass
+    kw = dict(tokens_per_step=TOKENS, pack_length=PACK)
+    assert [b.input_ids.tolist() for b in UnitReader(str(copy), **kw)] == [
+        b.input_ids.tolist() for b in UnitReader(str(templated), **kw)]
+    fs = fsspec.filesystem("memory")
+    root = "memory://reader-test/counts"
+    for path in copy.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"{root}/{path.relative_to(copy).as_posix()}", path.read_bytes())
+    try:
+        reader = UnitReader(root, **kw)
+        with pytest.raises(errors.ShardRecordError) as info:
+            for _ in reader:
+                pass
+    finally:
+        fs.rm("/reader-test", recursive=True)
     assert "sample_index.jsonl token_count says" in info.value.kwargs["problem"]
     assert info.value.kwargs["shard"].startswith(f"unit_{row['unit_size']}/")
 
@@ -783,3 +800,180 @@ def test_packing_the_bundled_dialogues_leaves_at_most_3_percent_padding(bundled_
                 for unit, count in histogram.items())
     assert unpacked.padding_fraction() == pytest.approx(1 - tokens / slots)
     assert unpacked.padding_fraction() > 0.3
+
+
+# -- the plan a window at a time, record lengths from the shards -------------------------
+@pytest.mark.parametrize("capacity, top", [(300, 300), (64, 20), (40000, 40000)])
+def test_best_fit_decreasing_by_runs_of_one_length_is_the_plain_algorithm(capacity, top):
+    """Long runs of one length (placed together), rows filled exactly, items of exactly
+    half a row; 40000 sorts without the int16 keys. Zero lengths come last and take no
+    room: they go to the open row with the least room left (not a full one), so the
+    other items' rows are the plain algorithm's on them alone."""
+    from mintdim_beam.read import packing
+
+    rng = np.random.default_rng(capacity)
+    lengths = rng.choice([0, 1, capacity // 2, capacity // 3, top, *rng.integers(1, top, 6)],
+                         size=500)
+    rows = packing.best_fit_decreasing(lengths, capacity)
+    real = lengths > 0
+    assert rows[real].tolist() == _bfd_reference(lengths[real].tolist(), capacity)
+    fill = np.bincount(rows, weights=lengths)
+    assert fill.max() <= capacity
+    open_rows = np.flatnonzero(fill < capacity)
+    assert (rows[~real] == open_rows[np.argmax(fill[open_rows])]).all()
+
+
+def _eager_plan(lengths, pack_length, window_rows, seed, epoch) -> list:
+    """The epoch's rows (each a list of records) made the plain way, all windows at once."""
+    n = len(lengths)
+    perm = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, 2, 0]))).permutation(n)
+    in_order = np.asarray(lengths)[perm]
+    window = (np.cumsum(in_order) - in_order) // (window_rows * pack_length)
+    rows = []
+    for w in sorted(set(window.tolist())):
+        positions = np.flatnonzero(window == w).tolist()
+        local = _bfd_reference([int(in_order[p]) for p in positions], pack_length)
+        members = {}  # each row's positions in the order, ascending
+        for p, r in zip(positions, local):
+            members.setdefault(r, []).append(p)
+        rows += [[int(perm[p]) for p in m] for m in sorted(members.values(), key=lambda m: m[0])]
+    return rows
+
+
+@pytest.mark.parametrize("pack_length, window_rows, top, seed",
+                         [(128, 8, 100, 0), (128, 1, 128, 1), (100, 3, 60, 2), (40000, 2, 30000, 3)])
+def test_the_plan_a_window_at_a_time_is_the_whole_plan(pack_length, window_rows, top, seed):
+    from mintdim_beam.read import packing
+
+    lengths = np.random.default_rng(seed).integers(1, top + 1, size=1500)
+    expected = _eager_plan(lengths, pack_length, window_rows, seed, 4)
+    plan = packing.pack_plan(lengths, pack_length, window_rows, 4, seed=seed, epoch=4, last="pad")
+    assert plan.rows == len(expected)
+    assert [plan.records[a:b].tolist() for a, b in zip(plan.starts[:-1], plan.starts[1:])] == expected
+    fresh = packing.pack_plan(lengths, pack_length, window_rows, 4, seed=seed, epoch=4, last="pad")
+    taken = []
+    for step in range(len(plan)):  # step by step, 2 ranks, packing as it goes
+        for rank in range(2):
+            first, end, count = fresh.rank_rows(step, rank, 2)
+            records, per_row = fresh.take(first, end)
+            assert count == 2 and len(per_row) == end - first
+            taken += np.split(records, np.cumsum(per_row)[:-1]) if len(per_row) else []
+        assert fresh.at_end(step + 1) == (step + 1 == len(plan))
+    assert [t.tolist() for t in taken] == expected
+
+
+def test_a_plan_packs_only_the_windows_a_step_needs_and_checks_an_anchor():
+    from mintdim_beam.read import packing
+
+    lengths = np.random.default_rng(5).integers(1, 100, size=3000)
+    args = (lengths, 128, 4, 4)
+    whole = packing.pack_plan(*args, seed=1, epoch=0, last="pad")
+    rows = [whole.records[a:b].tolist() for a, b in zip(whole.starts[:-1], whole.starts[1:])]
+    assert whole.windows > 50
+    fresh = packing.pack_plan(*args, seed=1, epoch=0, last="pad")
+    assert fresh.take(*fresh.rank_rows(0, 0, 1)[:2])[0].tolist() == sum(rows[:4], [])
+    assert len(fresh._packed) <= 2  # the first step's window(s) only
+    # a step whose first row is not its window's first, past the first window
+    step = next(k for k in range(len(whole)) if 0 < whole.step_window(k)[1] < 4 * k)
+    w, first = whole.step_window(step)
+    resumed = packing.pack_plan(*args, seed=1, epoch=0, last="pad")
+    assert resumed.anchor(w, first, 4 * step)
+    assert resumed.take(4 * step, 4 * step + 4)[0].tolist() == sum(rows[4 * step:4 * step + 4], [])
+    assert min(resumed._packed) == w  # none of the windows before it
+    assert resumed.take(0, 4)[0].tolist() == sum(rows[:4], [])  # from the start too, consistent
+    for bad in [(w, 4 * step + 1), (w - 1, first), (whole.windows, first), (w, -1)]:
+        assert not packing.pack_plan(*args, seed=1, epoch=0, last="pad").anchor(*bad, 4 * step)
+    wrong = packing.pack_plan(*args, seed=1, epoch=0, last="pad")
+    assert wrong.anchor(w, first + 1, 4 * step)  # holds the row, but is not the window's
+    with pytest.raises(packing.PlanMismatch, match="does not belong to this plan"):
+        wrong.take(0, whole.rows)
+
+
+def test_packed_resume_packs_the_steps_window_only_and_falls_back_when_it_cannot(templated):
+    kw = dict(tokens_per_step=TOKENS, pack_length=PACK, seed=7, pack_window=2)
+    whole = UnitReader(str(templated), **kw)
+    steps = len(whole)
+    assert whole._epoch_plan().windows > 10
+    expected = [whole.batch_at(k).sample_ids.tolist() for k in range(steps)]
+    saving = UnitReader(str(templated), **kw)
+    it = iter(saving)
+    for k in range(1, steps):  # a step whose first row is not its window's first
+        next(it)
+        if 0 < saving.state_dict()["window"]["first_row"] < k * TOKENS // PACK:
+            break
+    state = json.loads(json.dumps(saving.state_dict()))
+    assert state["window"]["epoch"] == 0 and state["step"] == k
+    resumed = UnitReader(str(templated), **kw)
+    resumed.load_state_dict(state)
+    assert next(iter(resumed)).sample_ids.tolist() == expected[k]
+    assert min(resumed._epoch_plan()._packed) == state["window"]["index"] > 0
+    assert [b.sample_ids.tolist() for b in resumed] == expected[k + 1:]
+    window = state["window"]
+    for changed in ({"window": None}, {"window": {**window, "index": "3"}},
+                    {"window": {**window, "first_row": k * TOKENS // PACK + 1}},
+                    {"step": steps - 1}, {"step": 0}):
+        other = UnitReader(str(templated), **kw)
+        other.load_state_dict({**state, **changed})
+        assert next(iter(other)).sample_ids.tolist() == expected[{**state, **changed}["step"]]
+    epoch_one = UnitReader(str(templated), **kw)
+    epoch_one.set_epoch(1)
+    moved = UnitReader(str(templated), **kw)
+    other_epoch = {key: v for key, v in state.items() if key != "steps_in_epoch"}
+    moved.load_state_dict({**other_epoch, "epoch": 1})  # the window is epoch 0's: not used
+    assert next(iter(moved)).sample_ids.tolist() == epoch_one.batch_at(k).sample_ids.tolist()
+    with pytest.raises(errors.ReaderStateError, match="step"):
+        UnitReader(str(templated), **kw).load_state_dict({**state, "step": steps + 1})
+
+
+def test_record_tokens_come_from_the_shards_and_equal_the_sample_index(templated, chat):
+    for out in (templated, chat):
+        build = UnitReader(str(out), tokens_per_step=TOKENS).build
+        for unit in build.sizes:
+            assert build.record_tokens(unit).tolist() == build.token_counts(unit).tolist()
+
+
+@pytest.mark.parametrize("slot, value, words", [(0, 7, "magic is 7"),
+                                                (1, 30, "more than the unit size 32")])
+def test_a_corrupt_record_is_named_when_a_packed_reader_is_made(templated, tmp_path, slot,
+                                                                value, words):
+    copy = _corrupt(templated, tmp_path, slot, value)
+    with pytest.raises(errors.ShardRecordError) as info:
+        UnitReader(str(copy), tokens_per_step=TOKENS, pack_length=PACK)
+    assert info.value.kwargs["shard"] == "unit_32/shard_000001.bin"
+    assert info.value.kwargs["row"] == 3 and words in info.value.kwargs["problem"]
+
+
+def test_the_plans_windows_are_where_the_window_ids_change():
+    """The cut by bisection at each multiple of the window's tokens, with zero-length
+    records (also last, at a multiple) and records longer than a window."""
+    from mintdim_beam.read import packing
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        lengths = rng.choice([0, 0, 1, 3, 5, 8, 30], size=int(rng.integers(1, 60)))
+        window_rows, pack_length = int(rng.integers(1, 6)), int(rng.integers(30, 40))
+        plan = packing.pack_plan(lengths, pack_length, window_rows, 2, trial, 0, "pad")
+        ids = packing.window_ids(lengths[plan._perm], window_rows * pack_length)
+        assert plan._cuts.tolist() == [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(lengths)]
+
+
+@pytest.mark.parametrize("world, last", [(1, "pad"), (2, "drop"), (4, "pad")])
+def test_packed_steps_made_together_when_iterated_are_the_steps_made_alone(templated, world,
+                                                                         last):
+    """Iterating makes a few steps at once (`PACK_AHEAD_TOKENS`); each is the batch
+    `batch_at` makes alone, array for array, the last step's empty rows included."""
+    kw = dict(tokens_per_step=TOKENS, pack_length=PACK, seed=9, world_size=world, last=last)
+    names = ("input_ids", "labels", "position_ids", "document_ids", "seq_lens", "cu_seqlens",
+             "lengths", "sample_ids", "units", "ordinals", "valid")
+    for rank in range(world):
+        reader = UnitReader(str(templated), rank=rank, **kw)
+        alone = UnitReader(str(templated), rank=rank, **kw)
+        steps = list(reader)
+        assert [b.step for b in steps] == list(range(len(alone)))
+        for batch in steps:
+            single = alone.batch_at(batch.step)
+            for name in names:
+                got, want = getattr(batch, name), getattr(single, name)
+                assert got.dtype == want.dtype and np.array_equal(got, want), name
+            assert batch.max_seqlen == single.max_seqlen
+    assert all(getattr(b, name).flags.c_contiguous for b in steps for name in names[:7])

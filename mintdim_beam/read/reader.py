@@ -78,6 +78,13 @@ MAX_TOKENS_PER_STEP = 1 << 24
 # for 10% more plan time; the bound keeps a window's bisect list, and so its best-fit
 # cost, small.
 DEFAULT_PACK_WINDOW = 1024
+# Packed steps are made a few at a time when iterated: up to 2**18 tokens of this rank's
+# rows (4 steps of 65,536), at most 16 steps. A 65,536-token step's records lie in about
+# 48 of the 1M benchmark build's 52 shards, so 4 steps at once gather each shard once
+# for 4 steps, and pay each pass's fixed cost once (CPU 0.44 -> 0.37 ms a step here,
+# benchmarks/read_cpu.py; 2**19 and 2**20 were no faster).
+PACK_AHEAD_TOKENS = 1 << 18
+PACK_AHEAD_STEPS = 16
 MAX_PACK_WINDOW = 1 << 16
 TOKENS_BOUND_WHY = ("2**24, the largest published global batch; each rank builds its "
                     "share as int64 arrays, 8 bytes a token",
@@ -101,9 +108,10 @@ class Batch:
     records to sample ids, and a training loop that never asks does not parse it.
 
     Packed (`pack_length` set, then `unit_size == pack_length`): `input_ids`, `labels`,
-    `position_ids`, `document_ids` [rows, pack_length]; `seq_lens`, `ordinals`, `units`,
-    `sample_ids` [rows, records] (0 / -1 past a row's records); `lengths` [rows];
-    `cu_seqlens`, `max_seqlen` (see `read.packed`); no `attention_mask`."""
+    `position_ids`, `document_ids` [rows, pack_length] (these two made on first use);
+    `seq_lens`, `ordinals`, `units`, `sample_ids` [rows, records] (0 / -1 past a row's
+    records); `lengths` [rows]; `cu_seqlens`, `max_seqlen` (see `read.packed`); no
+    `attention_mask`."""
 
     unit_size: int
     step: int
@@ -120,14 +128,37 @@ class Batch:
     rejected_lengths: np.ndarray | None = None
     pack_length: int | None = None
     units: np.ndarray | None = None
-    position_ids: np.ndarray | None = None
-    document_ids: np.ndarray | None = None
     seq_lens: np.ndarray | None = None
     cu_seqlens: np.ndarray | None = None
     max_seqlen: int | None = None
     _build: object = field(default=None, repr=False, compare=False)
     _sample_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
     _masks: dict = field(default_factory=dict, repr=False, compare=False)
+    # packed: each flattened segment's document id (-1 for padding), for the lazy arrays
+    _segment_docs: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def position_ids(self) -> np.ndarray | None:
+        """int64 [rows, pack_length], packed only: 0, 1, ... from each record's first
+        token (and from each row's padding). Made on first use from `cu_seqlens`, then
+        kept: a loop that does not ask (flash-attention takes `cu_seqlens`) pays nothing."""
+        return self._packed_array("position_ids")
+
+    @property
+    def document_ids(self) -> np.ndarray | None:
+        """int64 [rows, pack_length], packed only: the record's index in its row, -1 on
+        padding. Made on first use, then kept."""
+        return self._packed_array("document_ids")
+
+    def _packed_array(self, name: str) -> np.ndarray | None:
+        if self._segment_docs is None:
+            return None
+        if name not in self._masks:
+            from mintdim_beam.read import packed
+
+            make = packed.position_ids if name == "position_ids" else packed.document_ids
+            self._masks[name] = make(self.cu_seqlens, self._segment_docs, self.input_ids.shape)
+        return self._masks[name]
 
     @property
     def sample_ids(self) -> np.ndarray:
@@ -270,14 +301,15 @@ class UnitReader:
                            f"tokens_per_step để mỗi batch là bội của nó")
 
     def _record_lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every record's token count in the global numbering (units ascending), and each
+        """Every record's token count in the global numbering (units ascending; from the
+        shards' length slots locally, `Build.record_tokens`), and each
         unit's first global index; a record longer than pack_length is refused here,
         naming the longest record and its unit, and how many of each unit do not fit."""
         import numpy as np
 
         from mintdim_beam.core.errors.base import num
 
-        counts = [self.build.token_counts(u) for u in self.build.sizes]
+        counts = [self.build.record_tokens(u) for u in self.build.sizes]
         over = {u: int((c > self.pack_length).sum()) for u, c in zip(self.build.sizes, counts)}
         if any(over.values()):
             unit, tokens = max(zip(self.build.sizes, counts), key=lambda uc: int(uc[1].max()))
@@ -319,8 +351,16 @@ class UnitReader:
                 "pack_length": self.pack_length, "pack_window": self.pack_window}
 
     def state_dict(self) -> dict:
-        return {**self._settings(), "epoch": self.epoch, "step": self.step,
-                "steps_in_epoch": len(self), "world_size": self.world_size}
+        """Packed, also `window`: the plan window of the step's first row and that
+        window's first row, in this epoch (`{"epoch", "index", "first_row"}`), so that a
+        resume packs that window only; `steps_in_epoch` packs every window of the epoch
+        the first time a state of it is made (0.2 s a million records here)."""
+        state = {**self._settings(), "epoch": self.epoch, "step": self.step,
+                 "steps_in_epoch": len(self), "world_size": self.world_size}
+        if self.pack_length is not None:
+            index, first = self._epoch_plan().step_window(self.step)
+            state["window"] = {"epoch": self.epoch, "index": index, "first_row": first}
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Continue at the state's (epoch, step); `step` may be the epoch's step count
@@ -338,6 +378,9 @@ class UnitReader:
         epoch = checks.state_value("epoch", state, 0, checks.INT64_MAX)
         before = self.epoch, self.step
         self.epoch = epoch
+        if self._resume_in_window(state):
+            self.step = int(state["step"])
+            return
         try:
             steps = len(self)
             step = checks.state_value("step", state, 0, steps,
@@ -351,14 +394,47 @@ class UnitReader:
             raise
         self.step = step
 
+    def _resume_in_window(self, state: dict) -> bool:
+        """A packed state's step taken without packing the epoch: when the state's
+        `window` (made by `state_dict` in the same epoch) holds the step's first row once
+        that window alone is packed, and nothing known contradicts its first row. A step
+        changed by hand within the window is still right (the window's first row is a
+        fact of the epoch's plan, whatever the step); otherwise (a state without it, a
+        step moved out of it, an epoch changed by hand) the caller packs the epoch and
+        checks the step against it. `steps_in_epoch` is not checked here: the settings
+        checked before fix it, and the reader never uses it."""
+        from mintdim_beam.read import checks
+
+        window = state.get("window")
+        if self.pack_length is None or not isinstance(window, dict):
+            return False
+        step, epoch, w, first = (state.get("step"), window.get("epoch"), window.get("index"),
+                                 window.get("first_row"))
+        if not all(checks.is_int(v) and v >= 0 for v in (step, epoch, w, first)):
+            return False
+        if epoch != self.epoch:  # a fact about another epoch's plan
+            return False
+        plan = self._epoch_plan()
+        return plan.anchor(int(w), int(first), int(step) * plan.rows_per_step)
+
     # -- iteration ----------------------------------------------------------------------
+    def _past_end(self, plan, step: int) -> bool:
+        """Packed: packs only up to the step (the epoch's length is not needed)."""
+        return plan.at_end(step) if self.pack_length is not None else step >= len(plan)
+
     def __iter__(self):
         plan = self._epoch_plan()
-        if self.step >= len(plan):
+        if self._past_end(plan, self.step):
             self.step = 0
-        while self.step < len(plan):
+        ahead: dict[int, Batch] = {}  # packed: the next few steps, made together
+        while not self._past_end(plan, self.step):
             k = self.step
-            batch = self._batch(plan, k)
+            if self.pack_length is None:
+                batch = self._batch(plan, k)
+            else:
+                if k not in ahead:
+                    ahead = self._packed_batches(plan, k)
+                batch = ahead.pop(k)
             self.step = k + 1  # counted before the yield: a state saved now resumes after it
             yield batch
 
@@ -368,11 +444,12 @@ class UnitReader:
         from mintdim_beam.read import checks
 
         plan = self._epoch_plan()
-        last = len(plan) - 1
-        step = checks.argument("step", step, 0, last,
-                               (f"epoch {self.epoch} has {last + 1} steps",
-                                f"epoch {self.epoch} có {last + 1} bước"))
-        return self._batch(plan, step)
+        if not (checks.is_int(step) and step >= 0 and not self._past_end(plan, step)):
+            last = len(plan) - 1
+            step = checks.argument("step", step, 0, last,
+                                   (f"epoch {self.epoch} has {last + 1} steps",
+                                    f"epoch {self.epoch} có {last + 1} bước"))
+        return self._batch(plan, int(step))
 
     def _epoch_plan(self) -> order.EpochPlan | packing.PackPlan:
         from mintdim_beam.read import order, packing
@@ -392,8 +469,9 @@ class UnitReader:
 
     def padding_fraction(self) -> float:
         """The share of this epoch's token slots (all ranks, every step) that hold no
-        record's token: what packing is for. Reads no shard (token counts from
-        sample_index.jsonl)."""
+        record's token: what packing is for. Reads no record (packed: the token counts
+        the reader took when made; unpacked: sample_index.jsonl's). Packed, packs every
+        window of the epoch."""
         import numpy as np
 
         from mintdim_beam.read import order
@@ -401,7 +479,7 @@ class UnitReader:
         plan = self._epoch_plan()
         if self.pack_length is not None:
             rows = min(len(plan) * plan.rows_per_step, plan.rows)
-            used = int(self._lengths[plan.records[:plan.starts[rows]]].sum())
+            used = int(self._lengths[plan.take(0, rows)[0]].sum())
             return 1.0 - used / (len(plan) * plan.rows_per_step * self.pack_length or 1)
         slots = used = 0
         for unit in self.build.sizes:
@@ -421,15 +499,28 @@ class UnitReader:
         return self._perms[unit]
 
     def _packed_batch(self, plan: packing.PackPlan, k: int) -> Batch:
+        return self._packed_batches(plan, k, 1)[k]
+
+    def _packed_batches(self, plan: packing.PackPlan, k: int, count: int | None = None) -> dict:
+        """Steps k, k+1, ... (`count`, or as many as make PACK_AHEAD_TOKENS of this rank's
+        rows, at most PACK_AHEAD_STEPS, none past the epoch's end) made together
+        (`packed.assemble_steps`); each the batch `batch_at` gives."""
         from mintdim_beam.read import packed
 
-        first, end, rows = plan.rank_rows(k, self.rank, self.world_size)
-        starts = plan.starts[first:end + 1]
-        arrays = packed.assemble(self.build, plan.records[starts[0]:starts[-1]],
-                                 starts[1:] - starts[:-1], rows, self.pack_length,
-                                 self._lengths, self._offsets, self._targets, self.ignore_id)
-        return Batch(unit_size=self.pack_length, step=k, epoch=self.epoch,
-                     pack_length=self.pack_length, _build=self.build, **arrays)
+        if count is None:
+            share = plan.rows_per_step // self.world_size * self.pack_length
+            count = min(PACK_AHEAD_STEPS, max(1, PACK_AHEAD_TOKENS // share))
+        steps = []
+        for j in range(k, k + count):
+            if j > k and self._past_end(plan, j):
+                break
+            first, end, rows = plan.rank_rows(j, self.rank, self.world_size)
+            steps.append((*plan.take(first, end), rows))
+        made = packed.assemble_steps(self.build, steps, self.pack_length, self._lengths,
+                                     self._offsets, self._targets, self.ignore_id)
+        return {j: Batch(unit_size=self.pack_length, step=j, epoch=self.epoch,
+                         pack_length=self.pack_length, _build=self.build, **arrays)
+                for j, arrays in zip(range(k, k + len(made)), made)}
 
     def _batch(self, plan, k: int) -> Batch:
         import numpy as np
