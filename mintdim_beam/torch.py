@@ -148,8 +148,8 @@ class UnitReaderDataset(IterableDataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Also plans the epoch here, so workers forked after it inherit the plan (a
-        packed epoch's plan costs about 1.6 s per million records) instead of each
-        making its own."""
+        packed epoch's, every window packed, about 0.2 s per million records) instead of
+        each making its own."""
         self.reader.set_epoch(epoch)
         len(self.reader)
 
@@ -160,9 +160,15 @@ class UnitReaderDataset(IterableDataset):
     def state_dict(self, after: dict | None = None) -> dict:
         """The reader state; with `after` (a batch this dataset yielded) the state that
         resumes with the step after it, correct with any number of workers."""
-        state = self.reader.state_dict()
-        if after is not None:
-            state["epoch"], state["step"] = int(after["epoch"]), int(after["step"]) + 1
+        if after is None:
+            return self.reader.state_dict()
+        epoch, step = int(after["epoch"]), int(after["step"]) + 1
+        if epoch == self.reader.epoch:  # with its packing window: a resume packs that only
+            return self.reader.state_at(step)
+        state = self.reader.state_dict()  # another epoch's: its own plan is checked on load
+        state.pop("window", None)
+        state.pop("steps_in_epoch", None)
+        state["epoch"], state["step"] = epoch, step
         return state
 
     def load_state_dict(self, state: dict) -> None:

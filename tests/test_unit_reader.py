@@ -977,3 +977,32 @@ def test_packed_steps_made_together_when_iterated_are_the_steps_made_alone(templ
                 assert got.dtype == want.dtype and np.array_equal(got, want), name
             assert batch.max_seqlen == single.max_seqlen
     assert all(getattr(b, name).flags.c_contiguous for b in steps for name in names[:7])
+
+
+@pytest.mark.parametrize("pack_length", [None, PACK])
+def test_state_at_a_step_is_the_state_the_reader_gives_standing_there(templated, pack_length):
+    """What the torch adapter saves for the step after the batch the loop last used: the
+    same state (packed: with that step's window, so a resume packs it alone) as a reader
+    moved there, and it resumes the same batches."""
+    kw = dict(tokens_per_step=TOKENS, pack_length=pack_length, seed=5)
+    reader = UnitReader(str(templated), **kw)
+    reader.set_epoch(1)
+    steps = len(reader)
+    for step in sorted({0, 1, steps // 2, steps - 1, steps}):
+        walked = UnitReader(str(templated), **kw)
+        walked.set_epoch(1)
+        for _ in range(step):
+            next(iter(walked))
+        assert walked.step == step
+        assert reader.state_at(step) == walked.state_dict()
+    k = steps // 2
+    resumed = UnitReader(str(templated), **kw)
+    resumed.load_state_dict(json.loads(json.dumps(reader.state_at(k))))
+    assert resumed.step == k and resumed.epoch == 1
+    got, expected = next(iter(resumed)), reader.batch_at(k)
+    assert np.array_equal(got.input_ids, expected.input_ids)
+    if pack_length is not None:
+        assert min(resumed._epoch_plan()._packed) == reader.state_at(k)["window"]["index"]
+    for bad in (-1, steps + 1, "2", 1.0):
+        with pytest.raises(errors.ReaderArgumentError, match="step"):
+            reader.state_at(bad)

@@ -240,8 +240,12 @@ def test_packed_batches_through_a_dataloader_are_the_reader_sequence(templated, 
     assert [b["step"] for b in got] == [b.step for b in expected] and len(got) > 5
     for tensor_batch, batch in zip(got, expected):
         _assert_same_packed(tensor_batch, batch)
+    state = dataset.state_dict(after=got[2])
+    # the step after it, with its packing window: the resume packs that window alone
+    assert state["step"] == 3 and state["window"] == dataset.reader.state_at(3)["window"]
     resumed = UnitReaderDataset(str(templated), **kw)
-    resumed.load_state_dict(dataset.state_dict(after=got[2]))
+    resumed.load_state_dict(state)
+    assert min(resumed.reader._epoch_plan()._packed) == state["window"]["index"]
     resumed.set_epoch(1)
     rest = list(_loader(resumed, workers, "fork"))
     assert [b["step"] for b in rest] == [b.step for b in expected[3:]]

@@ -355,10 +355,23 @@ class UnitReader:
         window's first row, in this epoch (`{"epoch", "index", "first_row"}`), so that a
         resume packs that window only; `steps_in_epoch` packs every window of the epoch
         the first time a state of it is made (0.2 s a million records here)."""
-        state = {**self._settings(), "epoch": self.epoch, "step": self.step,
-                 "steps_in_epoch": len(self), "world_size": self.world_size}
+        return self.state_at(self.step)
+
+    def state_at(self, step: int) -> dict:
+        """The state that resumes this epoch at `step` (0 to the epoch's step count):
+        what `state_dict()` gives once the reader stands there. Why: a DataLoader's
+        workers read ahead of the training loop, so the loop saves the state after the
+        batch it last used (`mintdim_beam.torch`), with its packing window too."""
+        from mintdim_beam.read import checks
+
+        steps = len(self)
+        step = checks.argument("step", step, 0, steps,
+                               (f"epoch {self.epoch} has {steps} steps; {steps} is its end",
+                                f"epoch {self.epoch} có {steps} bước; {steps} là điểm kết thúc"))
+        state = {**self._settings(), "epoch": self.epoch, "step": step,
+                 "steps_in_epoch": steps, "world_size": self.world_size}
         if self.pack_length is not None:
-            index, first = self._epoch_plan().step_window(self.step)
+            index, first = self._epoch_plan().step_window(step)
             state["window"] = {"epoch": self.epoch, "index": index, "first_row": first}
         return state
 
