@@ -38,7 +38,7 @@ test: $(STAMP) $(PUBLISHED)/.done
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: $(STAMP)
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow"
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # mintdim_beam.torch against a real PyTorch, and pack-build output read by megatron-core
 # and datatrove; tests_interop/ is outside tests/, so `make test` never collects it.
