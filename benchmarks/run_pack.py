@@ -243,27 +243,12 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         row["datatrove_within_goal"] = row["datatrove_over_ours"] >= GOALS["datatrove_over_ours"]
         info = _last_json(runs["datatrove"]["stdout"])
         row["datatrove_versions"] = {k: info[k] for k in ("datatrove_version", "tokenizers_version")}
-        theirs = pack_targets.read_datatrove(dt_out)
-        outputs["datatrove"] = {k: theirs[k] for k in ("documents", "tokens")}
-        row["same_documents_as_datatrove"] = ours["digests"] == theirs["digests"]
-        if not row["same_documents_as_datatrove"]:
-            row["documents_only_in_ours"] = _only_in(ours["digests"], theirs["digests"])
-            row["documents_only_in_datatrove"] = _only_in(theirs["digests"], ours["digests"])
+        _compare_documents(row, outputs, "datatrove", ours, pack_targets.read_datatrove(dt_out))
     if "dolma" in runs:
-        theirs = pack_targets.read_dolma(dolma_out)
-        outputs["dolma"] = {k: theirs[k] for k in ("documents", "tokens")}
-        row["same_documents_as_dolma"] = ours["digests"] == theirs["digests"]
-        if not row["same_documents_as_dolma"]:
-            row["documents_only_in_ours_not_dolma"] = _only_in(ours["digests"], theirs["digests"])
-            row["documents_only_in_dolma"] = _only_in(theirs["digests"], ours["digests"])
+        _compare_documents(row, outputs, "dolma", ours, pack_targets.read_dolma(dolma_out))
         row["texts_dolma_would_strip"] = _count_texts(corpus, lambda text: text != text.strip())
     if "megatron" in runs:
-        theirs = pack_targets.read_megatron(megatron_out)
-        outputs["megatron"] = {k: theirs[k] for k in ("documents", "tokens")}
-        row["same_documents_as_megatron"] = ours["digests"] == theirs["digests"]
-        if not row["same_documents_as_megatron"]:
-            row["documents_only_in_ours_not_megatron"] = _only_in(ours["digests"], theirs["digests"])
-            row["documents_only_in_megatron"] = _only_in(theirs["digests"], ours["digests"])
+        _compare_documents(row, outputs, "megatron", ours, pack_targets.read_megatron(megatron_out))
         # Megatron's HuggingFaceTokenizer reads the EOD's text in a document as the EOD
         # (ours encodes it as plain text): texts that hold it would differ.
         row["texts_holding_eod_text"] = _count_texts(corpus, lambda text: pack_targets.EOD in text)
@@ -295,6 +280,23 @@ def _median(values: list) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _compare_documents(row: dict, outputs: dict, peer: str, ours: dict, theirs: dict) -> None:
+    """A peer's counts into `outputs`, and into `row` whether its documents are ours (as
+    multisets of token sequences) and, if not, how many are only in each."""
+    outputs[peer] = {k: theirs[k] for k in ("documents", "tokens")}
+    row[f"same_documents_as_{peer}"] = ours["digests"] == theirs["digests"]
+    if not row[f"same_documents_as_{peer}"]:
+        row[f"documents_only_in_ours_not_{peer}"] = _only_in(ours["digests"], theirs["digests"])
+        row[f"documents_only_in_{peer}"] = _only_in(theirs["digests"], ours["digests"])
+
+
+def _same_documents_shown(row: dict, peer: str, shown: str) -> str:
+    if row[f"same_documents_as_{peer}"]:
+        return "yes"
+    return (f"NO ({row[f'documents_only_in_ours_not_{peer}']} only in ours, "
+            f"{row[f'documents_only_in_{peer}']} only in {shown})")
 
 
 def _only_in(mine: list, other: list) -> int:
@@ -443,23 +445,14 @@ def _print(report: dict) -> None:
         counts = "; ".join(f"{name} {o['documents']} documents, {o['tokens']} tokens"
                            for name, o in row["outputs"].items())
         print(f"  outputs: {counts}" + ("" if row["same_counts"] else "   COUNTS DIFFER"))
-        if "same_documents_as_datatrove" in row:
-            same = row["same_documents_as_datatrove"]
-            print("  ours and datatrove's hold the same documents (token sequences, as multisets): "
-                  + ("yes" if same else f"NO ({row['documents_only_in_ours']} only in ours, "
-                                        f"{row['documents_only_in_datatrove']} only in datatrove's)"))
-        if "same_documents_as_dolma" in row:
-            same = row["same_documents_as_dolma"]
-            print("  ours and dolma's hold the same documents (token sequences, as multisets): "
-                  + ("yes" if same else f"NO ({row['documents_only_in_ours_not_dolma']} only in ours, "
-                                        f"{row['documents_only_in_dolma']} only in dolma's)")
-                  + f"; texts dolma would strip: {row['texts_dolma_would_strip']}")
-        if "same_documents_as_megatron" in row:
-            same = row["same_documents_as_megatron"]
-            print("  ours and Megatron-LM's hold the same documents (token sequences, as multisets): "
-                  + ("yes" if same else f"NO ({row['documents_only_in_ours_not_megatron']} only in "
-                                        f"ours, {row['documents_only_in_megatron']} only in Megatron's)")
-                  + f"; texts holding {pack_targets.EOD}: {row['texts_holding_eod_text']}")
+        for peer, shown, extra in (
+                ("datatrove", "datatrove's", ""),
+                ("dolma", "dolma's", f"; texts dolma would strip: {row.get('texts_dolma_would_strip')}"),
+                ("megatron", "Megatron-LM's",
+                 f"; texts holding {pack_targets.EOD}: {row.get('texts_holding_eod_text')}")):
+            if f"same_documents_as_{peer}" in row:
+                print(f"  ours and {shown} hold the same documents (token sequences, as multisets): "
+                      + _same_documents_shown(row, peer, shown) + extra)
     if not dt["python"]:
         print(f"\n(c) datatrove skipped: {dt['why']}")
     else:

@@ -468,3 +468,21 @@ def gcs_emulator(host: str = "127.0.0.1", prefix: tuple = ()):
         yield "gs://mintdim-test", fs
     finally:
         stop_emulator(proc, saved)
+
+
+def record_cat_ranges(url: str, monkeypatch) -> list:
+    """The byte ranges every `cat_ranges` call on `url`'s filesystem asks for, one list of
+    (path, start, end) a call, appended as they happen: what a remote reader fetches.
+    The instance is the one the readers use (fsspec caches instances)."""
+    from mintdim_beam.core.files import storage
+
+    fs = storage.filesystem(url)
+    calls: list = []
+    real_cat_ranges = fs.cat_ranges
+
+    def spy(paths, starts, ends, **kw):
+        calls.append(list(zip(paths, starts, ends)))
+        return real_cat_ranges(paths, starts, ends, **kw)
+
+    monkeypatch.setattr(fs, "cat_ranges", spy)
+    return calls

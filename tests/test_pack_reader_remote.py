@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import record_cat_ranges
 from mintdim_beam import PackReader, pipeline
 from mintdim_beam.core import errors
-from mintdim_beam.core.files import storage
 from test_remote import gcs, s3  # noqa: F401  (the emulators, module-scoped fixtures)
 
 pytestmark = pytest.mark.slow
@@ -105,15 +105,7 @@ def local_epoch(local) -> list:
 def test_a_bucket_build_reads_the_local_batches_by_byte_ranges(store, remotes, local,
                                                               local_epoch, monkeypatch):
     url = remotes[store]
-    fs = storage.filesystem(url)  # the instance the reader uses (fsspec caches instances)
-    calls = []
-    real_cat_ranges = fs.cat_ranges
-
-    def spy(paths, starts, ends, **kw):
-        calls.append(list(zip(paths, starts, ends)))
-        return real_cat_ranges(paths, starts, ends, **kw)
-
-    monkeypatch.setattr(fs, "cat_ranges", spy)
+    calls = record_cat_ranges(url, monkeypatch)
     readers = _ranks(url)
     # each made with one request for every shard's header, lengths and pointers, which are
     # all it reads of each .idx (not the document index after them)

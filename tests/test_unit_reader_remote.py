@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import build_qa_units
+from conftest import build_qa_units, record_cat_ranges
 from mintdim_beam import UnitReader
 from mintdim_beam.core import errors
 from mintdim_beam.core.files import storage
@@ -113,15 +113,7 @@ def local_epoch(built) -> list:
 def test_a_bucket_copy_reads_the_same_batches_by_byte_ranges(store, remotes, built, local_epoch,
                                                             monkeypatch):
     url, _ = remotes[store]
-    fs = storage.filesystem(url)  # the instance the reader uses (fsspec caches instances)
-    calls = []
-    real_cat_ranges = fs.cat_ranges
-
-    def spy(paths, starts, ends, **kw):
-        calls.append(list(zip(paths, starts, ends)))
-        return real_cat_ranges(paths, starts, ends, **kw)
-
-    monkeypatch.setattr(fs, "cat_ranges", spy)
+    calls = record_cat_ranges(url, monkeypatch)
     readers = _readers(url)
     assert not readers[0].build.is_local
     remote_epoch = [list(reader) for reader in readers]
@@ -134,6 +126,7 @@ def test_a_bucket_copy_reads_the_same_batches_by_byte_ranges(store, remotes, bui
     assert len(calls) == len(with_rows)
     assert sum(end - start for call in calls for _, start, end in call) == \
         sum(int(b.valid.sum()) * _record_nbytes(built, b.unit_size) for b in with_rows)
+    fs = storage.filesystem(url)
     prefix = fs._strip_protocol(url)
     assert all(fs._strip_protocol(path).startswith(prefix + "/unit_") and path.endswith(".bin")
                for call in calls for path, _, _ in call)
