@@ -50,6 +50,7 @@ PRIVATE = "\ue000{%- for m in messages %}{{- '\ue001' + m['content'] + '\ue000' 
 def _templates():
     return {
         "chatml": ChatTemplate.builtin("chatml"),
+        "chatml_system": ChatTemplate.builtin("chatml", template_vars={"default_system": "Be kind."}),
         "llama3": ChatTemplate.builtin("llama3", bos_token="<|begin_of_text|>"),
         "alpaca": ChatTemplate.builtin("alpaca", eos_token="</s>"),
         "trim": ChatTemplate(TRIM, name="trim"),
@@ -160,7 +161,7 @@ def test_fast_equals_slow(name):
         assert oks > len(dialogues) // 3
     # a structure seen twice costs its skeleton's renders once more
     assert passes[0] <= 2 * slow_renders and passes[1] <= 2 * slow_renders
-    if name in ("chatml", "llama3", "alpaca", "trim", "private"):
+    if name in ("chatml", "chatml_system", "llama3", "alpaca", "trim", "private"):
         assert passes[2] < 0.6 * slow_renders, (passes, slow_renders)
     else:
         assert passes[2] <= slow_renders, (passes, slow_renders)
@@ -178,16 +179,39 @@ def test_chat_records_fast_equals_slow(name, policy, max_turns):
             assert _outcome(lambda: chat_records(template, d, **kwargs)) == expected
 
 
-def test_one_render_per_dialogue_when_structures_repeat():
-    template = ChatTemplate.builtin("chatml")
-    counter = _Counting(template).wrap(template)
+def _repeating_dialogues():
     rng = random.Random(3)
-    dialogues = [(Message("user", f"q{i} {rng.random()}"), Message("assistant", f"a{i}"),
-                  Message("user", "more?"), Message("assistant", f"yes {i}")) for i in range(100)]
-    for d in dialogues:
+    return [(Message("user", f"q{i} {rng.random()}"), Message("assistant", f"a{i}"),
+             Message("user", "more?"), Message("assistant", f"yes {i}")) for i in range(100)]
+
+
+def test_one_render_per_dialogue_when_structures_repeat():
+    template = ChatTemplate(TRIM, name="trim")
+    assert not template.skeleton_exact
+    counter = _Counting(template).wrap(template)
+    for d in _repeating_dialogues():
         render_dialogue(template, d)
     # seen once: exact (4 renders); twice: skeleton (4) + one; then one each
     assert counter.count == 4 + 4 + 1 + 98
+
+
+@pytest.mark.parametrize("name", ["chatml", "llama3", "alpaca"])
+def test_builtins_render_repeated_structures_from_their_skeleton(name):
+    template = _templates()[name]
+    assert template.skeleton_exact
+    counter = _Counting(template).wrap(template)
+    dialogues = _repeating_dialogues()
+    got = [render_dialogue(template, d) for d in dialogues]
+    # seen once: the skeleton's renders (4, as many as the exact procedure's); then none
+    assert counter.count == 4
+    skeleton.clear_caches()
+    assert got == [render_dialogue(template, d, fast=False) for d in dialogues]
+
+
+def test_skeleton_exact_only_for_the_builtin_sources():
+    assert ChatTemplate.builtin("chatml", template_vars={"default_system": "Be kind."}).skeleton_exact
+    assert not ChatTemplate(ChatTemplate.builtin("chatml").source + " ").skeleton_exact
+    assert not ChatTemplate(BRANCH).skeleton_exact
 
 
 def test_cache_is_bounded(monkeypatch):

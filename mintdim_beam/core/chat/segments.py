@@ -47,7 +47,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from mintdim_beam.core.chat.messages import DialogueProblem, Message
-from mintdim_beam.core.chat.skeleton import fast_turns
+from mintdim_beam.core.chat.skeleton import fast_turns, skeleton_render
 from mintdim_beam.core.chat.spans import SegmentSpan, content_spans, flagged, segment_spans
 
 ON_EXTRA_TURNS = ("split", "abort", "skip")
@@ -146,11 +146,19 @@ def render_dialogue(template, messages: Sequence[Message], *,
     """Render once in full, then find each trained turn by prefix renders (module
     docstring). With `fast` (the default), a dialogue whose structure was seen before
     takes its turns from a cached skeleton render when that provably rebuilds this
-    render (`skeleton`): one render instead of 2T+1, the same result."""
+    render (`skeleton`): one render instead of 2T+1, the same result; with a template
+    whose render is its skeleton's by construction (`ChatTemplate.skeleton_exact`),
+    none."""
     dicts = [m.template_dict() for m in messages]
-    text = template.render_dicts(dicts)
     trained = [k for k, m in enumerate(messages) if m.trained]
-    turns = fast_turns(template, dicts, trained, text, _prefix_turns) if fast and trained else None
+    exact = fast and trained and getattr(template, "skeleton_exact", False)
+    found = skeleton_render(template, dicts, trained, _prefix_turns) if exact else None
+    if found is not None:
+        text, turns = found
+    else:
+        text = template.render_dicts(dicts)
+        turns = fast_turns(template, dicts, trained, text, _prefix_turns) \
+            if fast and trained and not exact else None
     if turns is None:
         turns, turn_messages = _prefix_turns(template, dicts, trained, text)
     else:

@@ -185,11 +185,11 @@ def _build(template, dicts, trained, cores, markers, find_turns) -> _Skeleton | 
     return _Skeleton(tuple(pieces), tuple(slots), tuple(bounds))
 
 
-def fast_turns(template, dicts: Sequence[dict], trained: Sequence[int], text: str,
-               find_turns: Callable) -> tuple[tuple[int, int], ...] | None:
-    """The trained turns' (start, end) in `text` (= `template.render_dicts(dicts)`) from
-    the structure's cached skeleton, or None: use the exact procedure `find_turns`
-    (`(template, dicts, trained, text) -> (turns, turn_messages)`)."""
+def _cached(template, dicts: Sequence[dict], trained: Sequence[int], find_turns: Callable,
+            at_once: bool = False):
+    """(skeleton, cores) of the dialogue's structure, or None: not plain data, seen for
+    the first time (remembered), or its skeleton failed. A structure seen before (with
+    `at_once`, also one seen now) gets its skeleton built here."""
     cache = cache_for(template)
     if cache is None or not cache.markers[0]:
         return None
@@ -202,6 +202,8 @@ def fast_turns(template, dicts: Sequence[dict], trained: Sequence[int], text: st
         entry = entries.get(key)
         if entry is not None:
             entries.move_to_end(key)
+        elif at_once:
+            entry = _SEEN
         else:
             entries[key] = _SEEN
             if len(entries) > MAX_STRUCTURES:
@@ -216,17 +218,25 @@ def fast_turns(template, dicts: Sequence[dict], trained: Sequence[int], text: st
                 entries.popitem(last=False)
         if entry is None:
             return None
-    pieces, slots = entry.pieces, entry.slots
+    return entry, cores
+
+
+def _filled(entry: _Skeleton, cores) -> tuple[str, list[int]]:
+    """The skeleton render with each sentinel replaced by its content's core, and the
+    core characters before each sentinel (for shifting the turn boundaries)."""
+    pieces = entry.pieces
     parts = [pieces[0]]
     cum = [0]
     total = 0
-    for i, k in enumerate(slots):
+    for i, k in enumerate(entry.slots):
         core = cores[k]
         parts += (core, pieces[i + 1])
         total += len(core)
         cum.append(total)
-    if "".join(parts) != text:
-        return None
+    return "".join(parts), cum
+
+
+def _shifted(entry: _Skeleton, cum) -> tuple[tuple[int, int], ...] | None:
     turns, last_end = [], 0
     for lit_s, n_s, lit_e, n_e in entry.bounds:
         start, end = lit_s + cum[n_s], lit_e + cum[n_e]
@@ -235,3 +245,36 @@ def fast_turns(template, dicts: Sequence[dict], trained: Sequence[int], text: st
         turns.append((start, end))
         last_end = end
     return tuple(turns)
+
+
+def fast_turns(template, dicts: Sequence[dict], trained: Sequence[int], text: str,
+               find_turns: Callable) -> tuple[tuple[int, int], ...] | None:
+    """The trained turns' (start, end) in `text` (= `template.render_dicts(dicts)`) from
+    the structure's cached skeleton, or None: use the exact procedure `find_turns`
+    (`(template, dicts, trained, text) -> (turns, turn_messages)`)."""
+    found = _cached(template, dicts, trained, find_turns)
+    if found is None:
+        return None
+    entry, cores = found
+    built, cum = _filled(entry, cores)
+    if built != text:
+        return None
+    return _shifted(entry, cum)
+
+
+def skeleton_render(template, dicts: Sequence[dict], trained: Sequence[int],
+                    find_turns: Callable) -> tuple[str, tuple[tuple[int, int], ...]] | None:
+    """(render, trained turns) of a dialogue of a cached structure without rendering it,
+    or None (render it, then `fast_turns`). Only for a template whose render is, by
+    construction, its skeleton's with each core substituted (`ChatTemplate
+    .skeleton_exact`: the built-ins print each content as given or trimmed, and branch
+    on nothing but what the structure holds), so the check `fast_turns` makes would
+    always pass: it and the render it needs are what this saves. A structure's skeleton
+    is built when first seen: its renders replace the exact procedure's."""
+    found = _cached(template, dicts, trained, find_turns, at_once=True)
+    if found is None:
+        return None
+    entry, cores = found
+    text, cum = _filled(entry, cores)
+    turns = _shifted(entry, cum)
+    return None if turns is None else (text, turns)

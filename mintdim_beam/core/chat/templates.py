@@ -97,6 +97,7 @@ ALPACA = """\
 """
 
 BUILTIN_TEMPLATES: dict[str, str] = {"chatml": CHATML, "llama3": LLAMA3, "alpaca": ALPACA}
+_SKELETON_EXACT = frozenset(BUILTIN_TEMPLATES.values())
 _RESERVED = ("messages", "add_generation_prompt")
 # What a template can raise on a sample's data (raise_exception, undefined values,
 # sandbox refusals, type errors in its expressions): a problem for that sample.
@@ -172,6 +173,11 @@ class ChatTemplate:
                                       f"does not compile (line {exc.lineno}): {exc.message}") from None
         self._base = {"tools": None, "documents": None, "bos_token": bos_token,
                       "eos_token": eos_token, **self.template_vars}
+        # The built-ins print each message's content as given (llama3: trimmed) and
+        # branch only on roles, empty contents and the other keys: a dialogue's render is
+        # its structure's skeleton render with the contents put in (`skeleton`), which
+        # the fast path then uses without rendering. Not for any other source.
+        self.skeleton_exact = source in _SKELETON_EXACT
 
     @classmethod
     def builtin(cls, name: str, **kwargs) -> "ChatTemplate":
