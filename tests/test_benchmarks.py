@@ -66,7 +66,9 @@ def test_chat_harness_runs_on_a_tiny_corpus(tmp_path, capsys):
     assert report["b_over_a"] > 0 and report["within_goal"] == (report["b_over_a"] <= 1.5)
     assert report["ours_output"]["total_samples"] >= 120  # split dialogues give two records
     parts = report["parts"]
-    assert parts["dialogues"] == 60 and 60 <= parts["renders"] < 4 * 60  # at least one each
+    # The built-in ChatML takes a seen structure's text from its skeleton render: the
+    # counted pass (its structures all seen) renders fewer dialogues than it reads.
+    assert parts["dialogues"] == 60 and 0 <= parts["renders"] < 60
     assert parts["tokens_segments_unsplit"] == parts["tokens_rendered"]
     printed = capsys.readouterr().out
     assert "b/a =" in printed and "where the time goes" in printed
