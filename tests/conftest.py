@@ -486,3 +486,27 @@ def record_cat_ranges(url: str, monkeypatch) -> list:
 
     monkeypatch.setattr(fs, "cat_ranges", spy)
     return calls
+
+
+def chat_pack_inputs(tmp_path_factory, name: str) -> Path:
+    """A fresh folder holding the bundled chat example (`chat/`: tokenizer.json and its
+    config) and `chat.jsonl`, what `pack_build_chat` builds from."""
+    work = tmp_path_factory.mktemp(name)
+    shutil.copytree(REPO / "examples/chat", work / "chat")
+    shutil.copy(REPO / "examples/data/chat.jsonl", work / "chat.jsonl")
+    return work
+
+
+def pack_build_chat(work: Path, out: str, **pack) -> None:
+    """The bundled chat pairs pack-built with their byte-level BPE into `out` (a local
+    path or a bucket URL), no EOD, seed 0, the `pack` options given."""
+    from mintdim_beam import pipeline
+
+    (pipeline("pack-build")
+     .source.jsonl(files=[str(work / "chat.jsonl")], fields=[["prompt", "response"]],
+                   templates=["{prompt}\n\n{response}"])
+     .tokenizer.hf_json(files=[str(work / "chat/tokenizer.json")],
+                        config=str(work / "chat/tokenizer_config.json"))
+     .pack(eod=None, seed=0, **pack)
+     .output.dir(out)
+     .run())

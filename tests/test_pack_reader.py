@@ -9,39 +9,27 @@ refused.
 (tests_interop/test_pack_reader_megatron.py compares it with megatron-core itself.)"""
 import json
 import pickle
-import shutil
 from pathlib import Path
 
 import fsspec
 import numpy as np
 import pytest
 
-from conftest import build_qa_units
-from mintdim_beam import PackReader, pipeline
+from conftest import build_qa_units, chat_pack_inputs, pack_build_chat
+from mintdim_beam import PackReader
 from mintdim_beam.core import errors
 
-REPO = Path(__file__).resolve().parents[1]
 SEQ = 64
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("packread")
-    shutil.copytree(REPO / "examples/chat", work / "chat")
-    shutil.copy(REPO / "examples/data/chat.jsonl", work / "chat.jsonl")
-    return work
+    return chat_pack_inputs(tmp_path_factory, "packread")
 
 
 def _build(work: Path, name: str, **pack) -> Path:
     out = work / name
-    (pipeline("pack-build")
-     .source.jsonl(files=[str(work / "chat.jsonl")], fields=[["prompt", "response"]],
-                   templates=["{prompt}\n\n{response}"])
-     .tokenizer.hf_json(files=[str(work / "chat/tokenizer.json")],
-                        config=str(work / "chat/tokenizer_config.json"))
-     .pack(eod=None, seed=0, **pack)
-     .output.dir(str(out))
-     .run())
+    pack_build_chat(work, str(out), **pack)
     return out
 
 

@@ -7,20 +7,18 @@ document_ids and position_ids included), fetching only the batch's tokens in one
 and one saved locally resumes on a byte copy of the local build in a bucket (the same
 manifest); a truncated or missing shard is refused when the reader is made."""
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import record_cat_ranges
-from mintdim_beam import PackReader, pipeline
+from conftest import chat_pack_inputs, pack_build_chat, record_cat_ranges
+from mintdim_beam import PackReader
 from mintdim_beam.core import errors
 from test_remote import gcs, s3  # noqa: F401  (the emulators, module-scoped fixtures)
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
 SEQ = 48
 WORLD = 2
 PER_RANK = 3
@@ -29,22 +27,12 @@ STORES = ["gcs", "s3"]
 
 
 def _build(work: Path, out: str) -> None:
-    (pipeline("pack-build")
-     .source.jsonl(files=[str(work / "chat.jsonl")], fields=[["prompt", "response"]],
-                   templates=["{prompt}\n\n{response}"])
-     .tokenizer.hf_json(files=[str(work / "chat/tokenizer.json")],
-                        config=str(work / "chat/tokenizer_config.json"))
-     .pack(eod=None, seed=0, shard_tokens=30_000)
-     .output.dir(out)
-     .run())
+    pack_build_chat(work, out, shard_tokens=30_000)
 
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("packread-remote")
-    shutil.copytree(REPO / "examples/chat", work / "chat")
-    shutil.copy(REPO / "examples/data/chat.jsonl", work / "chat.jsonl")
-    return work
+    return chat_pack_inputs(tmp_path_factory, "packread-remote")
 
 
 @pytest.fixture(scope="module")

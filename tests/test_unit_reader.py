@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import IN_MEMORY, build_qa_units, chatml_bpe, sentence, write_jsonl
+from conftest import (IN_MEMORY, build_qa_units, chatml_bpe, copy_to_memory_fs, sentence,
+                      write_jsonl)
 from mintdim_beam import UnitReader, pipeline
 from mintdim_beam.core import errors
 
@@ -458,9 +459,7 @@ def test_a_memory_copy_reads_the_same_batches(templated):
 
     fs = fsspec.filesystem("memory")
     root = "memory://reader-test/build"
-    for path in templated.rglob("*"):
-        if path.is_file():
-            fs.pipe(f"{root}/{path.relative_to(templated).as_posix()}", path.read_bytes())
+    copy_to_memory_fs(templated, root)
     try:
         for world in (1, 2):
             local, remote = _epoch(templated, world, seed=4), _epoch(root, world, seed=4)
@@ -733,9 +732,7 @@ def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_pa
         b.input_ids.tolist() for b in UnitReader(str(templated), **kw)]
     fs = fsspec.filesystem("memory")
     root = "memory://reader-test/counts"
-    for path in copy.rglob("*"):
-        if path.is_file():
-            fs.pipe(f"{root}/{path.relative_to(copy).as_posix()}", path.read_bytes())
+    copy_to_memory_fs(copy, root)
     try:
         reader = UnitReader(root, **kw)
         with pytest.raises(errors.ShardRecordError) as info:

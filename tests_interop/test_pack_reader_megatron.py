@@ -11,7 +11,7 @@ PackReader's document_ids / position_ids agree with Megatron's `reset_position_i
 positions (restarting after each EOD).
 
 Not part of `make test`: `make test-interop` installs megatron-core."""
-import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +27,13 @@ from megatron.core.datasets.blended_megatron_dataset_builder import (  # noqa: E
 from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig  # noqa: E402
 from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder  # noqa: E402
 
-from mintdim_beam import PackReader, pipeline  # noqa: E402
+from mintdim_beam import PackReader  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from conftest import chat_pack_inputs, pack_build_chat  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Transformer Engine and Apex")
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 class _Tokenizer:
@@ -47,18 +49,9 @@ class _Tokenizer:
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
-    work = tmp_path_factory.mktemp("packreader")
-    shutil.copytree(REPO / "examples", work / "examples")
-    out = work / "out"
-    (pipeline("pack-build")
-     .source.jsonl(files=[str(work / "examples/data/chat.jsonl")], fields=[["prompt", "response"]],
-                   templates=["{prompt}\n\n{response}"])
-     .tokenizer.hf_json(files=[str(work / "examples/chat/tokenizer.json")],
-                        config=str(work / "examples/chat/tokenizer_config.json"))
-     .pack(eod=None, seed=0, shard_tokens=30_000)
-     .output.dir(str(out))
-     .run())
-    return out
+    work = chat_pack_inputs(tmp_path_factory, "packreader")
+    pack_build_chat(work, str(work / "out"), shard_tokens=30_000)
+    return work / "out"
 
 
 @pytest.fixture(scope="module")
