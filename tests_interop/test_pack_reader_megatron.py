@@ -35,7 +35,6 @@ from conftest import chat_pack_inputs, pack_build_chat  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore:Transformer Engine and Apex")
 
 
-
 class _Tokenizer:
     """What GPTDatasetConfig reads from a tokenizer."""
 
