@@ -9,6 +9,7 @@ refused.
 (tests_interop/test_pack_reader_megatron.py compares it with megatron-core itself.)"""
 import json
 import pickle
+import shutil
 from pathlib import Path
 
 import fsspec
@@ -185,6 +186,24 @@ def test_a_memory_url_gives_the_local_batches(build):
             PackReader(root, SEQ)
     finally:
         fs.rm("memory://packreader", recursive=True)
+
+
+def test_a_pointer_that_is_not_where_the_lengths_put_it_is_refused(build, tmp_path):
+    """A corrupt .idx pointer would read another document's tokens with exit 0."""
+    from mintdim_beam.core.formats import megatron
+
+    copy = tmp_path / "copy"
+    shutil.copytree(build, copy)
+    idx = copy / "shard_000001.idx"
+    data = bytearray(idx.read_bytes())
+    count = len(megatron.read_idx(bytes(data)).lengths)
+    at = megatron.HEADER_BYTES + 4 * count + 8 * 2  # document 2's pointer
+    data[at:at + 8] = (int.from_bytes(data[at:at + 8], "little") + 2).to_bytes(8, "little")
+    idx.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"shard_000001.idx: document 2 starts at byte \d+, "
+                                         r"its lengths put it at \d+"):
+        PackReader(copy, SEQ)
+    assert len(_all(PackReader(build, SEQ))) > 0  # the build itself opens
 
 
 def test_not_a_pack_build_is_refused(build, tmp_path, tokenizers_dir):
