@@ -922,11 +922,14 @@ def test_packed_resume_packs_the_steps_window_only_and_falls_back_when_it_cannot
         UnitReader(str(templated), **kw).load_state_dict({**state, "step": steps + 1})
 
 
-def test_record_tokens_come_from_the_shards_and_equal_the_sample_index(templated, chat):
+def test_token_counts_come_from_the_shards_and_equal_the_sample_index(templated, chat):
+    from mintdim_beam.read.build import parse_sample_index
+
     for out in (templated, chat):
         build = UnitReader(str(out), tokens_per_step=TOKENS).build
+        indexed = parse_sample_index(build)
         for unit in build.sizes:
-            assert build.record_tokens(unit).tolist() == build.token_counts(unit).tolist()
+            assert build.token_counts(unit).tolist() == indexed[unit][1].tolist()
 
 
 @pytest.mark.parametrize("slot, value, words", [(0, 7, "magic is 7"),

@@ -10,7 +10,7 @@ ranges through `core.files.storage` (one `cat_ranges` call per batch, adjacent r
 Sample ids: `sample_index.jsonl` is the only place that maps a unit's records to
 sample ids. It is parsed once per build and process, on the first batch that asks for
 sample ids (or when a packing reader is made on a URL: packing needs every record's
-token count, which a local build gives faster from its shards, `record_tokens`),
+token count, which a local build gives faster from its shards, `token_counts`),
 into int64 arrays per unit (`read.sample_index`, chunked and vectorized); the arrays
 are cached per (build path, manifest fingerprint) in this process.
 """
@@ -90,18 +90,16 @@ class Build:
         return self._index()[unit][0]
 
     def token_counts(self, unit: int) -> np.ndarray:
-        """The unit's records' token counts by ordinal (int64), from the same parse."""
-        return self._index()[unit][1]
-
-    def record_tokens(self, unit: int) -> np.ndarray:
-        """The unit's records' token counts by ordinal (int64), what packing needs of
-        every record. Local shards: each record's segment lengths summed, read from the
-        memory-mapped shards (one strided pass over the length slots, about 0.1 s a
-        million records on a warm page cache, where parsing `sample_index.jsonl` takes
-        seconds), magic and lengths checked as `records` checks them; cached per build
-        and process. A URL: `token_counts` (reading every shard would fetch the build)."""
+        """The unit's records' token counts by ordinal (int64), what packing and the
+        padding figures need of every record. Local shards: each record's segment
+        lengths summed, read from the memory-mapped shards (one strided pass over the
+        length slots, about 0.1 s a million records on a warm page cache, where parsing
+        `sample_index.jsonl` takes seconds), magic and lengths checked as `records`
+        checks them; cached per build and process. A URL: `sample_index.jsonl`'s, from
+        the parse that gives the sample ids (reading every shard would fetch the build;
+        a record that disagrees is named when it is read)."""
         if not self.is_local:
-            return self.token_counts(unit)
+            return self._index()[unit][1]
         key = (self.root, self.fingerprint)
         with _SAMPLE_IDS_LOCK:
             cached = _RECORD_TOKENS.setdefault(key, {})

@@ -302,14 +302,14 @@ class UnitReader:
 
     def _record_lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """Every record's token count in the global numbering (units ascending; from the
-        shards' length slots locally, `Build.record_tokens`), and each
+        shards' length slots locally, `Build.token_counts`), and each
         unit's first global index; a record longer than pack_length is refused here,
         naming the longest record and its unit, and how many of each unit do not fit."""
         import numpy as np
 
         from mintdim_beam.core.errors.base import num
 
-        counts = [self.build.record_tokens(u) for u in self.build.sizes]
+        counts = [self.build.token_counts(u) for u in self.build.sizes]
         over = {u: int((c > self.pack_length).sum()) for u, c in zip(self.build.sizes, counts)}
         if any(over.values()):
             unit, tokens = max(zip(self.build.sizes, counts), key=lambda uc: int(uc[1].max()))
@@ -482,9 +482,9 @@ class UnitReader:
 
     def padding_fraction(self) -> float:
         """The share of this epoch's token slots (all ranks, every step) that hold no
-        record's token: what packing is for. Reads no record (packed: the token counts
-        the reader took when made; unpacked: sample_index.jsonl's). Packed, packs every
-        window of the epoch."""
+        record's token: what packing is for. Reads no record's tokens, only their
+        counts (`Build.token_counts`; packed: those the reader took when made). Packed,
+        packs every window of the epoch."""
         import numpy as np
 
         from mintdim_beam.read import order
