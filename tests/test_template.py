@@ -2,7 +2,7 @@
 import pytest
 
 from mintdim_beam.core.errors import TemplateFieldMismatchError
-from mintdim_beam.core.render.template import compile_template, json_type_name, render_value
+from mintdim_beam.core.render.template import compile_template, json_kind, render_value
 
 
 def test_segments_in_order_with_literals_named_token_template():
@@ -40,4 +40,5 @@ def test_declared_field_not_used():
 def test_value_rendering_follows_python_str_and_refuses_containers():
     assert [render_value(v) for v in ("x", 7, 0.5, True, False)] == ["x", "7", "0.5", "True", "False"]
     assert [render_value(v) for v in (None, [1], {"a": 1})] == [None, None, None]
-    assert [json_type_name(v) for v in (None, [1], {"a": 1})] == ["null", "array", "object"]
+    assert [json_kind(v) for v in (None, [1], {"a": 1}, True, 2.5, "s")] == [
+        "null", "array", "object", "boolean", "number", "string"]

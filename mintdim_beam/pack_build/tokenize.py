@@ -20,7 +20,7 @@ from mintdim_beam.core.formats.megatron import check_ids
 from mintdim_beam.core.inputs.input_files import open_range
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES, RangeBatches, long_line_reason
 from mintdim_beam.core.render.render_batch import numbered, parse_row
-from mintdim_beam.core.render.template import json_type_name, render_value
+from mintdim_beam.core.render.template import json_kind, render_value
 from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 from mintdim_beam.pack_build import scratch
 from mintdim_beam.runtime.progress import range_size, tally
@@ -73,7 +73,7 @@ class Renderer:
                 name = self.fields[value_at]
                 return None, _pending(key, local_line, "SampleSchemaError", {
                     "declared_fields": self.fields, "invalid_field": name,
-                    "invalid_type": json_type_name(row[name])})
+                    "invalid_type": json_kind(row[name])})
             parts[slot] = value
         whole = "".join(parts)
         try:

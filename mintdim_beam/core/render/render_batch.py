@@ -17,7 +17,7 @@ import numpy as np
 from mintdim_beam.core.errors.failures import LongLinePending, PendingError
 from mintdim_beam.core.inputs.source import long_line_reason
 from mintdim_beam.core.render.render_dialogues import DialogueLayout, render_dialogue_entries
-from mintdim_beam.core.render.template import EDGE_NAMES, json_type_name, render_value
+from mintdim_beam.core.render.template import EDGE_NAMES, json_kind, render_value
 from mintdim_beam.core.tokenizer.encode_batch import entry_sizes
 
 # The JSON scanner json.loads itself uses, called directly: lines are already stripped,
@@ -141,7 +141,7 @@ def render_entries(layout, chunk_key, entries):
                 name = declared[values.index(None)]
                 errors.append(_schema_error(chunk_key, local_line, {
                     "declared_fields": declared, "invalid_field": name,
-                    "invalid_type": json_type_name(row[name])}))
+                    "invalid_type": json_kind(row[name])}))
                 continue
         rendered = [values[i] for i in slot_values]
         for k, value in zip(slot_parts, rendered):

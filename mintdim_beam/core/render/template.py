@@ -83,18 +83,9 @@ def render_value(value) -> str | None:
 
 def json_kind(value) -> str:
     """A JSON value's kind in JSON's words (`object`, `array`, `string`, `number`,
-    `boolean`, `null`), for messages about rows and dialogues."""
+    `boolean`, `null`), for messages about rows and dialogues (a refused field's
+    `invalid_type`: null, array or object, `render_value`)."""
     if value is None:
         return "null"
     return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
         type(value), "number" if isinstance(value, (int, float)) else type(value).__name__)
-
-
-def json_type_name(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
