@@ -201,7 +201,7 @@ class _AddedTokens:
         # With a normalizer, a token matched after normalization could appear only then.
         normalized = [t["content"] for t in tokens if form is not None and t.get("normalized")]
         self.after_normalizing = _finder(normalized)
-        # Whether tiktoken may cut at these tokens itself (`FastBPE._whole`): its special
+        # Whether tiktoken may cut at these tokens itself (`FastBPE._whole_encoder`): its special
         # regex takes the first token listed that matches, in an order of its own, where
         # `tokenizers` takes the longest; they agree when no token begins another.
         self.natively = self.exact and not any(
