@@ -486,15 +486,15 @@ def w_unit_reader(spec) -> dict:
     return _result(tokens, steps, seconds, **extra)
 
 
-def w_bound(spec) -> dict:
-    """The same rows as UnitReader rank 0 of 1 (order precomputed with the reader's own
-    `order` functions), gathered from np.memmap of the shards into int64; or as many
-    rows per step as one contiguous slice of a shard."""
+def bound_plan(root: Path, tokens_per_step: int, tokens: int, world: int = 1) -> dict:
+    """The gather bound's set-up, outside any timing: every shard memory-mapped, and the
+    steps of one epoch (or as many as `tokens` needs) as UnitReader seed 0 orders them,
+    each rank's rows of W (`world`) a step of its own: (unit, rows, [(map, shard rows,
+    places)], padding places). Also what `read_cpu.py` times against."""
     import numpy as np
 
     from mintdim_beam.read import order
 
-    root = Path(spec["build"])
     layout = json.loads((root / "length_field.json").read_text())
     per_shard = json.loads((root / "manifest.json").read_text())["output"]["samples_per_shard"]
     counts = {int(k): int(v) for k, v in json.loads((root / "histogram.json").read_text()).items() if int(v)}
@@ -507,14 +507,12 @@ def w_bound(spec) -> dict:
             rows = min(per_shard, count - shard * per_shard)
             maps[unit, shard] = np.memmap(root / f"unit_{unit}" / f"shard_{shard:06d}.bin", dtype=dtype,
                                           mode="r", shape=(rows, width))
-    tps = spec["tokens_per_step"]
-    plan = order.epoch_plan(counts, tps, 0, 0, "pad")
+    plan = order.epoch_plan(counts, tokens_per_step, 0, 0, "pad")
     perms = {u: order.unit_permutation(c, 0, 0, u) for u, c in counts.items()}
     steps, planned = [], 0
-    world = spec.get("world_size", 1)  # W ranks: each rank's rows gathered on their own
     for k in range(len(plan)):  # one epoch, or the steps the token budget needs
         unit = int(plan.units[k])
-        rows = order.rows_per_step(tps, unit)
+        rows = order.rows_per_step(tokens_per_step, unit)
         for rank in range(world):
             ordinals = order.rank_ordinals(perms[unit], int(plan.index[k]), rows, rank, world)
             real = ordinals >= 0
@@ -524,19 +522,44 @@ def w_bound(spec) -> dict:
                       for s in np.unique(shard_of)]
             steps.append((unit, len(ordinals), groups, ~real))
         planned += rows * unit
-        if planned >= spec["tokens"]:
+        if planned >= tokens:
             break
+    return {"maps": maps, "counts": counts, "per_shard": per_shard, "nseg": nseg, "pad": pad,
+            "steps": steps}
+
+
+def bound_gather(bound: dict, step):
+    """One planned step's rows gathered shard by shard into int64, padding rows filled."""
+    import numpy as np
+
+    unit, rows, groups, padding = step
+    nseg = bound["nseg"]
+    out = np.empty((rows, unit), dtype=np.int64)
+    for mm, picked, positions in groups:
+        out[positions] = mm[picked, 1 + nseg:]
+    out[padding] = bound["pad"]
+    return out
+
+
+def w_bound(spec) -> dict:
+    """The same rows as UnitReader rank 0 of 1 (order precomputed with the reader's own
+    `order` functions), gathered from np.memmap of the shards into int64; or as many
+    rows per step as one contiguous slice of a shard."""
+    import numpy as np
+
+    bound = bound_plan(Path(spec["build"]), spec["tokens_per_step"], spec["tokens"],
+                       spec.get("world_size", 1))
+    maps, counts, per_shard, nseg = bound["maps"], bound["counts"], bound["per_shard"], bound["nseg"]
+    steps = bound["steps"]
     cursor = {u: (0, 0) for u in counts}
     tokens = n = 0
     start = time.perf_counter()
     while not _done(spec, tokens, start):
-        unit, rows, groups, padding = steps[n % len(steps)]
+        step = steps[n % len(steps)]
         if spec["mode"] == "gather":
-            out = np.empty((rows, unit), dtype=np.int64)
-            for mm, picked, positions in groups:
-                out[positions] = mm[picked, 1 + nseg:]
-            out[padding] = pad
+            out = bound_gather(bound, step)
         else:  # as many rows, one slice of one shard, walking the unit's shards
+            unit, rows = step[0], step[1]
             shard, row = cursor[unit]
             if row + rows > maps[unit, shard].shape[0]:
                 shard, row = (shard + 1) % -(-counts[unit] // per_shard), 0

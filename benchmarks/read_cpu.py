@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # read.py, beside this file
 PACK_LENGTH = 2048
 TARGET = "output"
 
@@ -68,45 +69,17 @@ def main(argv=None) -> int:
 
 
 def _bound(root: Path, tokens_per_step: int, steps: int):
-    """read.py's gather bound: one unit's rows a step (the reader's own order), gathered
-    shard by shard from np.memmap into int64; `steps` steps planned before timing."""
-    import numpy as np
+    """read.py's gather bound (`read.bound_plan`, `read.bound_gather`): one unit's rows a
+    step in the reader's own order, gathered shard by shard from np.memmap into int64;
+    `steps` steps' worth of tokens planned before timing."""
+    import read
 
-    from mintdim_beam.read import order
-
-    layout = json.loads((root / "length_field.json").read_text())
-    per_shard = json.loads((root / "manifest.json").read_text())["output"]["samples_per_shard"]
-    counts = {int(k): int(v) for k, v in json.loads((root / "histogram.json").read_text()).items()
-              if int(v)}
-    dtype = {"uint16": np.uint16, "uint32": np.uint32}[layout["token_dtype"]]
-    nseg, pad = len(layout["sequence_template"]), int(layout["pad_token_id"])
-    maps = {}
-    for unit, count in counts.items():
-        for shard in range(-(-count // per_shard)):
-            rows = min(per_shard, count - shard * per_shard)
-            maps[unit, shard] = np.memmap(root / f"unit_{unit}" / f"shard_{shard:06d}.bin",
-                                          dtype=dtype, mode="r", shape=(rows, 1 + nseg + unit))
-    plan = order.epoch_plan(counts, tokens_per_step, 0, 0, "pad")
-    perms = {u: order.unit_permutation(c, 0, 0, u) for u, c in counts.items()}
-    steps_planned = []
-    for k in range(min(steps, len(plan))):
-        unit = int(plan.units[k])
-        rows = order.rows_per_step(tokens_per_step, unit)
-        ordinals = order.rank_ordinals(perms[unit], int(plan.index[k]), rows, 0, 1)
-        real = ordinals >= 0
-        shard_of, row_of = np.divmod(ordinals[real], per_shard)
-        positions = np.flatnonzero(real)
-        groups = [(maps[unit, int(s)], row_of[shard_of == s], positions[shard_of == s])
-                  for s in np.unique(shard_of)]
-        steps_planned.append((unit, rows, groups, ~real))
+    bound = read.bound_plan(root, tokens_per_step, steps * tokens_per_step)
+    planned = bound["steps"]
     cursor = iter(range(1 << 62))
 
     def step():
-        unit, rows, groups, padding = steps_planned[next(cursor) % len(steps_planned)]
-        out = np.empty((rows, unit), dtype=np.int64)
-        for mm, picked, positions in groups:
-            out[positions] = mm[picked, 1 + nseg:]
-        out[padding] = pad
+        read.bound_gather(bound, planned[next(cursor) % len(planned)])
 
     return step
 

@@ -98,6 +98,14 @@ def test_read_benchmark_runs_on_a_tiny_build(tmp_path, capsys):
     assert report["ratios"]["resume_packed_matches"] is True and report["ratios"]["resume_pack_matches"] is True
     assert report["memory"]["small"]["samples"] == 150 and report["memory"]["this"]["peak_rss_mb"] > 0
     assert "[goals]" in capsys.readouterr().out
+    # read_cpu.py: the same bound and readers taking turns in one process, on that build
+    import read_cpu
+
+    assert read_cpu.main(["--build", report["build"], "--rounds", "2", "--steps", "2"]) == 0
+    cpu = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(cpu) == {"bound", "unpacked", "packed", "packed_all"}
+    assert all(row["wall_ms_min"] > 0 and row["cpu_ms_median"] >= row["cpu_ms_min"] >= 0
+               for row in cpu.values())
 
 
 # The pack benchmark (issue 18) on a tiny corpus at two scales: bound, ours and (when a
