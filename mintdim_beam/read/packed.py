@@ -48,23 +48,16 @@ def _slots(size: int) -> np.ndarray:
     return _SLOTS[size]
 
 
-def assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_length: int,
-             lengths: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
-             ignore_id: int) -> dict:
-    """Arrays of `rows` rows holding global `records` (row by row, `per_row[i]` in row i,
-    rows past `len(per_row)` empty); `lengths` and `offsets` index the global numbering."""
-    return assemble_steps(build, [(records, per_row, rows)], pack_length, lengths, offsets,
-                          targets, ignore_id)[0]
-
-
 def assemble_steps(build, steps: list, pack_length: int, lengths: np.ndarray,
                    offsets: np.ndarray, targets: np.ndarray, ignore_id: int) -> list[dict]:
-    """`assemble` for several steps `(records, per_row, rows)` at once (only the last may
-    end with empty rows), made as one and cut into each step's arrays (views): a
-    reader going through an epoch reads a few steps' records with one gather per
+    """The arrays of each step `(records, per_row, rows)`: `rows` rows holding global
+    `records` row by row (`per_row[i]` in row i, rows past `len(per_row)` empty: only
+    the last step may end with them); `lengths` and `offsets` index the global
+    numbering. Several steps are made as one and cut into each step's arrays (views):
+    a reader going through an epoch reads a few steps' records with one gather per
     (unit, shard) and one pass of each kind, where one step at a time pays them per
     step (a 65,536-token step's records lie in about 48 of the 1M build's 52 shards).
-    Each step's arrays are the ones `assemble` gives it alone."""
+    Each step's arrays are the ones it gets made alone."""
     records = np.concatenate([s[0] for s in steps])
     per_row = np.concatenate([np.concatenate([s[1], np.zeros(s[2] - len(s[1]), np.int64)])
                               for s in steps])
@@ -99,7 +92,8 @@ def _split(out: dict, step_rows: list, pack_length: int) -> list[dict]:
 def _assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_length: int,
               lengths: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
               ignore_id: int) -> dict:
-    """`assemble`'s work; empty rows (no record) only at the end.
+    """`assemble_steps`'s work on the steps' rows together; empty rows (no record)
+    only at the end.
 
     The records are read whole into one buffer that ends with `pack_length` pad ids
     (`_read`). The rows flattened are cut exactly by the segments (each record, then
