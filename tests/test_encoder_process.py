@@ -2,6 +2,7 @@
 caller, a dead child reported, and no re-run of the user's unguarded script."""
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -277,7 +278,7 @@ def test_helpers_default_to_the_cores_of_the_in_process_run_only(monkeypatch):
 
 
 def test_warm_helpers_are_handed_out_once_and_the_rest_stopped(tokenizers_dir):
-    from mintdim_beam.runtime.encoder_process import adopt_warm, warm_helpers
+    from mintdim_beam.runtime.warm_helpers import adopt_warm, warm_helpers
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
     local = BatchEncoder(plans[0], load_tokenizer("sentencepiece", plans[0].dataset.tokenizer_path))
@@ -321,7 +322,7 @@ def test_the_heap_is_frozen_for_the_block_only_unless_the_caller_froze_it():
 def test_every_helper_of_a_tokenize_step_gets_one_native_thread(tokenizers_dir):
     """Adopted or started in `setup`, several helpers share the cores: one thread each,
     also when `setup` adopts fewer warm helpers than it needs and starts the rest."""
-    from mintdim_beam.runtime.encoder_process import warm_helpers
+    from mintdim_beam.runtime.warm_helpers import warm_helpers
     from mintdim_beam.unit_build.transforms.tokenize import TokenizeFn
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
@@ -501,7 +502,7 @@ def test_request_waiting_sees_unread_bytes_and_a_closed_pipe():
 
 def test_no_head_start_for_a_remote_file(tokenizers_dir, tmp_path):
     """A helper may lack the driver's credentials and would wait on the network."""
-    from mintdim_beam.runtime.encoder_process import WARM, warm_helpers
+    from mintdim_beam.runtime.warm_helpers import WARM, warm_helpers
     from mintdim_beam.core.inputs.source import ByteRange
 
     plans = {0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))}
@@ -615,3 +616,84 @@ def test_a_chat_head_start_ends_at_the_first_request_it_answered(tokenizers_dir,
     for (_, payload, _), texts in zip(got[1:], shares[:2]):
         want = helper_side.encode(texts)
         np.testing.assert_array_equal(payload[1], want[1])
+
+
+@pytest.mark.parametrize("kind,name", [("sentencepiece", "sp.model"), ("hf_json", "byte_bpe")])
+def test_helpers_spawned_before_planning_encode_once_the_plans_come(tokenizers_dir, tmp_path,
+                                                                      kind, name):
+    """`spawn_helpers` starts helpers that load the tokenizer before the datasets are
+    planned; `warm_helpers` gives them the plans (stopping any over the run's count),
+    and they encode as a helper started with its plans does, on the planned engine."""
+    from conftest import byte_level_bpe, sentence
+    from mintdim_beam.runtime.encoder_process import dataset_tokenizer_key
+    from mintdim_beam.runtime.warm_helpers import adopt_warm, spawn_helpers, warm_helpers
+
+    if name == "byte_bpe":
+        from tokenizers import Tokenizer
+
+        rng = random.Random(3)
+        path = byte_level_bpe(tmp_path, [sentence(rng, 5, 20) for _ in range(500)], ["<pad>"],
+                              400, {}) / "tokenizer.json"
+        padded = Tokenizer.from_file(str(path))
+        padded.enable_padding(pad_id=padded.token_to_id("<pad>"), pad_token="<pad>")
+        padded.save(str(path))
+    else:
+        path = tokenizers_dir / name
+    plans = {0: _plan(kind, str(path))}
+    if kind == "hf_json":
+        assert plans[0].engine == "tiktoken"  # the preloaded engine is the one used
+    local = BatchEncoder(plans[0], load_tokenizer(kind, plans[0].dataset.tokenizer_path))
+    spawned = spawn_helpers([plans[0].dataset], 3)
+    try:
+        assert len(encoder_helpers_of(os.getpid())) == 3
+        assert all(list(h.preloaded) == [dataset_tokenizer_key(plans[0].dataset)]
+                   for h in spawned)
+        with warm_helpers(plans, 2, spawned=spawned) as key:
+            assert len(encoder_helpers_of(os.getpid())) == 2  # the third is not needed
+            helpers = adopt_warm(key, None)
+            assert helpers == spawned[:2]
+            for helper in helpers:
+                helper.submit(0, TEXTS)
+            want = local.encode(TEXTS)
+            for helper in helpers:
+                got = helper.collect()
+                np.testing.assert_array_equal(got[0], want[0])
+                np.testing.assert_array_equal(got[1], want[1])
+                assert got[2:] == want[2:]
+    finally:
+        for helper in spawned:
+            helper.close()
+    assert encoder_helpers_of(os.getpid()) == []
+
+
+def test_a_config_error_found_while_planning_stops_the_helpers_started_for_it(
+        tokenizers_dir, tmp_path, monkeypatch):
+    """A default run starts its helpers before planning; a config error found while
+    planning (here a template literal the tokenizer cannot encode, under "abort") is
+    raised as it was, with no output and no helper left running."""
+    from mintdim_beam import pipeline
+    from mintdim_beam.core.errors import TemplateTokenizerError
+    from mintdim_beam.runtime import warm_helpers
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # a default run with two helpers
+    started = []
+
+    def spawn_recorded(datasets, count):
+        helpers = real_spawn(datasets, count)
+        started.extend(helpers)
+        return helpers
+
+    real_spawn = warm_helpers.spawn_helpers
+    monkeypatch.setattr("mintdim_beam.unit_build.launch.spawn_helpers", spawn_recorded)
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"q": "hello world", "a": "code python"}\n', encoding="utf-8")
+    job = (pipeline("unit-build").source.jsonl(files=[str(data)], fields=[["q", "a"]],
+                                                templates=["Q: {q} ☃\nA: {a}"])
+           .tokenizer.sentencepiece(files=[str(tokenizers_dir / "sp.model")])
+           .units(sizes=[[8, 64]], build_batch=[4])
+           .output.dir(str(tmp_path / "out"), samples_per_shard=[2]))
+    with pytest.raises(TemplateTokenizerError):
+        job.run(on_template_unk="abort", on_overflow="truncate")
+    assert len(started) == 2 and all(h._proc.poll() is not None for h in started)
+    assert encoder_helpers_of(os.getpid()) == []
+    assert not (tmp_path / "out").exists()

@@ -140,7 +140,7 @@ def test_the_default_run_answers_the_first_batches_from_the_helpers_head_start(
 
     from apache_beam.metrics.metric import MetricsFilter
 
-    from mintdim_beam.runtime import encoder_process
+    from mintdim_beam.runtime import warm_helpers
     from mintdim_beam.unit_build import launch as runner
 
     real, ahead = runner.warm_helpers, []
@@ -148,7 +148,7 @@ def test_the_default_run_answers_the_first_batches_from_the_helpers_head_start(
     @contextlib.contextmanager
     def finished_head_start(plans, count, first_range, *bounds):
         with real(plans, count, first_range, *bounds) as key:
-            ahead.extend(helper.head_start_done() for helper in encoder_process.WARM[key])
+            ahead.extend(helper.head_start_done() for helper in warm_helpers.WARM[key])
             yield key
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
@@ -165,7 +165,9 @@ def test_the_default_run_answers_the_first_batches_from_the_helpers_head_start(
 
 
 def test_a_default_run_starts_its_helpers_before_loading_beam(corpus, tmp_path):
-    """The head start only pays if the helpers run while Beam is imported."""
+    """The head start only pays if the helpers run while Beam is imported: a default
+    run starts them before planning (Beam not loaded), and the Tokenize step adopts
+    both, starting none of its own."""
     import subprocess
     import sys
     import textwrap
@@ -175,12 +177,17 @@ def test_a_default_run_starts_its_helpers_before_loading_beam(corpus, tmp_path):
         import json, os, sys
         os.cpu_count = lambda: 2
         from mintdim_beam.runtime import encoder_process
+        seen, start = [], encoder_process.start_helpers
+        def started(plans, count, *rest):
+            seen.append(["start", count])
+            return start(plans, count, *rest)
+        encoder_process.start_helpers = started  # before the modules that import it
         from mintdim_beam.unit_build import launch as runner
-        seen, real = [], encoder_process.start_helpers
-        def spy(plans, count, threads):
-            seen.append(["apache_beam" in sys.modules, count])
-            return real(plans, count, threads)
-        encoder_process.start_helpers = spy
+        spawn = runner.spawn_helpers
+        def spawned(datasets, count):
+            seen.append(["spawn", "apache_beam" in sys.modules, count])
+            return spawn(datasets, count)
+        runner.spawn_helpers = spawned
         config = {json.dumps(_config(tmp_path / "out"))}
         runner.launch(config, "continue", "extend", None)
         print(json.dumps(seen))
@@ -189,7 +196,7 @@ def test_a_default_run_starts_its_helpers_before_loading_beam(corpus, tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     first, *later = json.loads(done.stdout.splitlines()[-1])
-    assert first == [False, 2] and later == [[True, 0]]  # Tokenize adopted both
+    assert first == ["spawn", False, 2] and later and all(c == ["start", 0] for c in later)
 
 
 @pytest.mark.slow

@@ -21,7 +21,6 @@ encoded ahead (the pipeline caught up, or cut the batches differently) ends it.
 from __future__ import annotations
 
 import collections
-import contextlib
 import gc
 import os
 import pickle
@@ -32,10 +31,8 @@ import subprocess
 import sys
 import threading
 import traceback
-import uuid
 import weakref
 
-from mintdim_beam.core.files.storage import is_url
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES
 from mintdim_beam.core.tokenizer.encode_batch import share_entries
 from mintdim_beam.core.tokenizer.tokenizers import read_tokenizer_file, tiktoken_definition
@@ -101,10 +98,11 @@ class EncoderProcess:
     submitted batch's (lengths, tokens, unks), in submission order. `head_start_samples`
     counts the samples answered from the child's head start."""
 
-    def __init__(self, plans: dict, threads: int = 0, tokenizer_files: dict | None = None):
+    def __init__(self, plans: dict | None, threads: int = 0, tokenizer_files: dict | None = None):
         """`threads`: native encoding threads in the child; 0 keeps the tokenizer's
         default (every core). `tokenizer_files`: from `tokenizer_files_of(plans)`, when
-        several helpers start at once (read here otherwise)."""
+        several helpers start at once (read here otherwise). `plans=None`: the child
+        starts and loads `tokenizer_files` now, and the plans follow (`send_plans`)."""
         if tokenizer_files is None:
             tokenizer_files = tokenizer_files_of(plans)
         package_root = os.path.dirname(_PACKAGE_DIR)  # the directory holding mintdim_beam/
@@ -135,9 +133,19 @@ class EncoderProcess:
         self._reader = threading.Thread(target=_drain, name="mintdim-encoder-drain",
                                         daemon=True, args=(self._proc, self._replies))
         self._reader.start()
-        self._requests.put(("plans", plans, tokenizer_files))
+        # What the child loaded before its plans came: `warm_helpers` sends them on.
+        self.preloaded = tokenizer_files if plans is None else {}
+        if plans is None:
+            self._requests.put(("tokenizers", tokenizer_files))
+        else:
+            self.send_plans(plans, tokenizer_files)
         self._stop = weakref.finalize(self, stop_child, self._requests, self._proc,
                                       self._writer, self._reader)
+
+    def send_plans(self, plans: dict, tokenizer_files: dict) -> None:
+        """The datasets to encode, once per child, before any request: a child started
+        without them (`spawn_helpers`) waits for them."""
+        self._requests.put(("plans", plans, tokenizer_files))
 
     def head_start(self, byte_range, batch_size: int, share: int, shares: int,
                    max_samples: int = HEAD_START_SAMPLES,
@@ -209,27 +217,37 @@ class EncoderProcess:
     def closed(self) -> bool:
         return not self._stop.alive
 
-    def close(self) -> None:
-        """Stop the child: end of input makes it exit; unread replies are dropped."""
+    def close(self, kill: bool = False) -> None:
+        """Stop the child: end of input makes it exit; unread replies are dropped.
+        `kill`: at once, for a child whose work nobody wants (a launch that failed
+        while the child still loaded a large tokenizer would otherwise wait for it)."""
+        if kill and self._stop.alive:
+            self._proc.kill()
         self._stop()
         self._outstanding = 0
 
 
-def tokenizer_files_of(plans: dict) -> dict:
+def tokenizer_files_of(plans: dict, known: dict | None = None) -> dict:
     """{(kind, path, definition): (file bytes, path as given)}. The tokenizer travels as
     bytes: the child may not see the parent's filesystems (memory://, credentials, a
-    working directory set in-process). `definition`: how a tiktoken file is read."""
+    working directory set in-process). `definition`: how a tiktoken file is read.
+    `known`: files already read (by `spawn_helpers`), taken as they are."""
     files = {}
     for plan in plans.values():
         key = tokenizer_key(plan)
-        if key not in files:
+        if known and key in known:
+            files[key] = known[key]
+        elif key not in files:
             shown = plan.dataset.tokenizer_given
             files[key] = (read_tokenizer_file(key[1], shown), shown)
     return files
 
 
 def tokenizer_key(plan) -> tuple:
-    dataset = plan.dataset
+    return dataset_tokenizer_key(plan.dataset)
+
+
+def dataset_tokenizer_key(dataset) -> tuple:
     return (dataset.tokenizer_kind, dataset.tokenizer_path,
             tiktoken_definition(dataset.tokenizer_options))
 
@@ -239,57 +257,12 @@ def helper_threads(count: int) -> int:
     return 1 if count > 1 else 0
 
 
-def start_helpers(plans: dict, count: int, threads: int) -> list[EncoderProcess]:
+def start_helpers(plans: dict, count: int, threads: int,
+                  files: dict | None = None) -> list[EncoderProcess]:
     """`count` helpers of `threads` native threads each (see `helper_threads`)."""
-    files = tokenizer_files_of(plans) if count else {}
+    if files is None:
+        files = tokenizer_files_of(plans) if count else {}
     return [EncoderProcess(plans, threads, files) for _ in range(count)]
-
-
-# Helpers started by the driver before the pipeline exists, waiting for the Tokenize
-# DoFn of the same process to adopt them: {key: [EncoderProcess]}.
-WARM: dict[str, list] = {}
-WARM_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def warm_helpers(plans: dict, count: int, first_range=None,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
-    """Start `count` helpers now and yield the key a Tokenize DoFn adopts them by.
-
-    Why: a helper needs about 0.4 s to start Python and load the tokenizer. Started
-    here, that overlaps the driver loading Beam and planning the pipeline instead of
-    delaying the first batches. With `first_range` (the first `source.ByteRange`) in a
-    local file, each helper then encodes its share of that range's first batches
-    (`head_start`) while the driver is still busy; not for remote files, where a helper
-    without the driver's credentials could wait on the network while the first batch
-    waits for it. Helpers nobody adopted stop when the block ends."""
-    key = uuid.uuid4().hex
-    if count:
-        helpers = start_helpers(plans, count, helper_threads(count))
-        if first_range is not None and not is_url(first_range.path):
-            size = plans[first_range.dataset].dataset.build_batch
-            for share, helper in enumerate(helpers):
-                helper.head_start(first_range, size, share, count,
-                                  max_line_bytes=max_line_bytes)
-        with WARM_LOCK:
-            WARM[key] = helpers
-    try:
-        yield key
-    finally:
-        for helper in adopt_warm(key, None):
-            helper.close()
-
-
-def adopt_warm(key: str | None, count: int | None) -> list:
-    """Up to `count` (None: all) helpers started under `key` in this process; each is
-    handed out once. A worker in another process finds none and starts its own."""
-    with WARM_LOCK:
-        waiting = WARM.get(key, []) if key else []
-        taken = waiting[:len(waiting) if count is None else count]
-        del waiting[:len(taken)]
-        if key in WARM and not waiting:
-            del WARM[key]
-    return taken
 
 
 def _feed(requests: queue.Queue, proc: subprocess.Popen, errors: list) -> None:
@@ -372,7 +345,7 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
         SentencePieceTokenizer.threads = threads
 
     waiting = waiting or request_waiting
-    encoders, plans, setup_error = {}, {}, None
+    encoders, plans, setup_error, loaded = {}, {}, None, {}
     head = None  # the head start's shares still to encode, while it lasts
     head_goes_on = True  # past the requests it answers (`head_start_goes_on`)
     ahead: list = []  # (dataset, texts, encoded) from the head start, not yet asked for
@@ -402,10 +375,14 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
                 head = encode_head_start(encoders, plans, *message[1:])
                 head_goes_on = head_start_goes_on(plans, message[1])
                 continue
+            if message[0] == "tokenizers":  # before the plans: `spawn_helpers`
+                loaded = preload_tokenizers(message[1])
+                continue
             if message[0] == "plans":
                 _, plans, tokenizer_files = message
                 try:
-                    tokenizers = {key: tokenizer_from_bytes(key[0], data, shown, key[2])
+                    tokenizers = {key: loaded[key] if key in loaded else
+                                  tokenizer_from_bytes(key[0], data, shown, key[2])
                                   for key, (data, shown) in tokenizer_files.items()}
                     encoders = {ds: BatchEncoder(p, tokenizers[tokenizer_key(p)])
                                 for ds, p in plans.items()}
@@ -429,6 +406,28 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
             write_message(replies, reply)
     except BrokenPipeError:  # the client stopped listening: nothing left to do
         return
+
+
+def preload_tokenizers(tokenizer_files: dict) -> dict:
+    """{key: tokenizer} of the files that load (a failure is met again, and reported,
+    when the plans name the file); a Hugging Face tokenizer's fast engine is built too,
+    where it can be (the plans decide whether it is used)."""
+    from mintdim_beam.core.tokenizer import fast_bpe
+    from mintdim_beam.core.tokenizer.tokenizers import tokenizer_from_bytes
+
+    loaded = {}
+    for key, (data, shown) in tokenizer_files.items():
+        try:
+            tokenizer = tokenizer_from_bytes(key[0], data, shown, key[2])
+        except Exception:  # noqa: BLE001, S112 - loaded again with the plans, and reported
+            continue
+        loaded[key] = tokenizer
+        if getattr(tokenizer, "engine", None) == fast_bpe.ENGINE_TOKENIZERS:
+            try:
+                tokenizer.with_engine(fast_bpe.ENGINE_TIKTOKEN)  # builds and keeps it
+            except Exception:  # noqa: BLE001, S110 - not exact here: the plans say so
+                pass
+    return loaded
 
 
 def _encode_reply(encoder, texts):

@@ -2,7 +2,7 @@
 
 Why: importing Beam takes about a second. A default run knows its runner, range size
 and helper count before that, so the launcher starts the helper encoders first and they
-encode the first batches while Beam loads (see `encoder_process.warm_helpers`)."""
+encode the first batches while Beam loads (see `warm_helpers`)."""
 from __future__ import annotations
 
 import os

@@ -24,12 +24,13 @@ from mintdim_beam.core.files.ownership import Claim, Heartbeat, check_free, new_
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.inputs.source import plan_ranges
 from mintdim_beam.core.render.template_checks import notice_text
-from mintdim_beam.runtime.encoder_process import warm_helpers
 from mintdim_beam.runtime.frozen_heap import fewer_collections, frozen_heap
+from mintdim_beam.runtime.local_default import auto_encoder_processes
 from mintdim_beam.runtime.progress import progress_interval, say
 from mintdim_beam.runtime.run_shape import RunShape, shown_progress
 from mintdim_beam.runtime.sampler_period import short_sampler_period
 from mintdim_beam.runtime.signals import build_error, failed_build, received
+from mintdim_beam.runtime.warm_helpers import spawn_helpers, warm_helpers
 from mintdim_beam.unit_build.prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
 from mintdim_beam.unit_build.units import (POLICIES, TEMPLATE_UNK_POLICIES, decide_overflows,
                                            fixed_chooser, scripted_chooser)
@@ -199,6 +200,24 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
     datasets = [dataclasses.replace(d, run_id=run_id) for d in resolve_datasets(raw)]
     for dataset in datasets:
         check_free(dataset.output_path, dataset.output_given)
+    # A default run's helpers start now and load the tokenizer while the datasets are
+    # planned below (`spawn_helpers`); nothing is written before `warm_helpers` adopts
+    # them, and any error on the way stops them.
+    spawned = spawn_helpers(datasets, auto_encoder_processes() if pipeline_options is None else 0)
+    try:
+        launched = _launch_planned(datasets, spawned, on_template_unk, on_overflow,
+                                   pipeline_options, on_lossy, rows, run_id)
+    except BaseException:
+        for helper in spawned:  # a config error is not kept waiting for their start
+            helper.close(kill=True)
+        raise
+    for helper in spawned:  # stopping one stopped already does nothing
+        helper.close()
+    return launched
+
+
+def _launch_planned(datasets, spawned, on_template_unk, on_overflow, pipeline_options,
+                    on_lossy, rows, run_id):
     plans = {d.index: dataclasses.replace(prepare(d), on_lossy=on_lossy, bad_rows=rows)
              for d in datasets}
     run = RunShape(pipeline_options)
@@ -236,7 +255,7 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
         # Beam's import and the graph allocate a long-lived heap: fewer young collections
         # walk it before the run freezes it (`frozen_heap`).
         with warm_helpers(plans, run.early_helpers, ranges[0] if ranges else None,
-                          run.max_line_bytes) as warm_key, fewer_collections():
+                          run.max_line_bytes, spawned) as warm_key, fewer_collections():
             options = run.beam_options()  # loads Beam while the helpers encode
             import apache_beam as beam
 

@@ -242,7 +242,7 @@ class HuggingFaceTokenizer:
         return self.with_engine(fast_bpe.ENGINE_TIKTOKEN), self._fast[1]
 
     def _build_fast(self):
-        return fast_bpe.fast_engine(self.spec, self._tk.token_to_id)
+        return fast_bpe.fast_engine(self.spec, self._tk.token_to_id, self._tk.model)
 
     def with_engine(self, engine: str):
         """This tokenizer encoding with `engine` (a plan's decision, `engine_choice`)."""

@@ -25,10 +25,10 @@ from mintdim_beam.core.errors import EncoderCrashError
 from mintdim_beam.core.errors.failures import WorkerFailure
 from mintdim_beam.core.tokenizer.encode_batch import BatchEncoder, Encoded, share_bounds
 from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
-from mintdim_beam.runtime.encoder_process import (EncoderProcessError, adopt_warm, helper_threads,
-                                                  start_helpers)
+from mintdim_beam.runtime.encoder_process import EncoderProcessError, helper_threads, start_helpers
 from mintdim_beam.runtime.faults import BundleFaults
 from mintdim_beam.runtime.progress import tally
+from mintdim_beam.runtime.warm_helpers import adopt_warm
 
 
 def _tokenized(chunk_key, batch, encoded):
