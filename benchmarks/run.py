@@ -34,7 +34,10 @@ def main(argv=None) -> int:
                         help="where to write the results (default: the untracked work dir)")
     parser.add_argument("--workdir", default=str(HERE / ".work"))
     parser.add_argument("--reference-python", default=os.environ.get("MINTDIM_REFERENCE_PYTHON"))
-    parser.add_argument("--tokenizers", default="sentencepiece,hf_json,hf_bytelevel")
+    parser.add_argument("--tokenizers", default="sentencepiece,hf_json,hf_bytelevel",
+                        help="comma-separated: sentencepiece, hf_json, hf_bytelevel (trained "
+                             "here) and deepseek_v3 (the published tokenizer.json `make "
+                             "test` copies under .tools/published; no (c) for it)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds of (a), (b), (c); the fastest run of each counts "
                              "(this machine is noisy)")
@@ -51,13 +54,18 @@ def main(argv=None) -> int:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     corpus = write_corpus(work / f"corpus_{args.samples}.jsonl", args.samples)
-    tokenizers = train_tokenizers(work / "corpus_100000.jsonl" if (work / "corpus_100000.jsonl").exists()
-                                  else corpus, work)
+    labels = args.tokenizers.split(",")
+    tokenizers = {}
+    if set(labels) - {"deepseek_v3"}:  # the published one needs no training
+        tokenizers = train_tokenizers(work / "corpus_100000.jsonl" if (work / "corpus_100000.jsonl").exists()
+                                      else corpus, work)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     targets = str(HERE / "targets.py")
     report = {"samples": args.samples, "corpus_bytes": corpus.stat().st_size, "cores": os.cpu_count(),
               "repeat": args.repeat, "beam_flags": args.beam_flag, "results": {}}
-    for label in args.tokenizers.split(","):
+    published = Path(os.environ.get("MINTDIM_PUBLISHED", HERE.parent / ".tools" / "published"))
+    tokenizers["deepseek_v3"] = published / "deepseek_v3.json"  # `make test` puts it there
+    for label in labels:
         tok = str(tokenizers[label])
         kind = "sentencepiece" if label == "sentencepiece" else "hf_json"  # the config's type
         commands = {"bound": ([sys.executable, targets, "bound", str(corpus), kind, tok], None)}
@@ -69,7 +77,10 @@ def main(argv=None) -> int:
             base_flags = [] if args.baseline_default_run else args.beam_flag
             commands["baseline"] = ([args.baseline_python, targets, "ours", str(corpus), kind,
                                      tok, str(base_out)] + base_flags, base_out)
-        if args.reference_python:
+        if args.reference_python and label == "deepseek_v3":
+            print("notice: mintdim 0.2.1 takes no pad token, which DeepSeek V3's tokenizer.json "
+                  "lacks: skipping (c) for it", file=sys.stderr)
+        elif args.reference_python:
             ref_out = work / f"ref_{label}"
             commands["reference"] = ([args.reference_python, targets, "reference", str(corpus),
                                       kind, tok, str(ref_out)], ref_out)

@@ -49,9 +49,14 @@ def bound(corpus, kind, tokenizer):
     return {"tokens": tokens}
 
 
+# Published tokenizers whose tokenizer.json names no pad token: the one the build takes.
+PAD_TOKENS = {"deepseek_v3.json": "<｜end▁of▁sentence｜>"}
+
+
 def _job(pipeline, corpus, kind, tokenizer, out):
     job = pipeline("unit-build").source.jsonl(files=[corpus], fields=[FIELDS], templates=[TEMPLATE])
-    job = getattr(job.tokenizer, kind)(files=[tokenizer])
+    pad = PAD_TOKENS.get(tokenizer.replace("\\", "/").rsplit("/", 1)[-1])
+    job = getattr(job.tokenizer, kind)(files=[tokenizer], **({"pad_token": pad} if pad else {}))
     return job.units(sizes=[SIZES], build_batch=[BATCH]).output.dir(out, samples_per_shard=[20000])
 
 

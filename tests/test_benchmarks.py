@@ -108,6 +108,22 @@ def test_read_benchmark_runs_on_a_tiny_build(tmp_path, capsys):
                for row in cpu.values())
 
 
+def test_unit_benchmark_takes_the_published_deepseek_tokenizer(tmp_path, capsys):
+    """`run.py --tokenizers deepseek_v3`: the published tokenizer.json, with the pad token
+    it lacks given; the fast engine encodes it; mintdim 0.2.1, which takes no pad token,
+    is skipped for it with a notice (no timing assertions)."""
+    import run as unit_benchmark
+
+    out = tmp_path / "results.json"
+    assert unit_benchmark.main(["--samples", "200", "--tokenizers", "deepseek_v3",
+                                "--reference-python", sys.executable,
+                                "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+    row = json.loads(out.read_text())["results"]["deepseek_v3"]
+    assert row["engine"] == "tiktoken" and "reference" not in row
+    assert row["ours"]["tokens_per_s"] > 0 and row["bound"]["tokens_per_s"] > 0
+    assert "takes no pad token" in capsys.readouterr().err
+
+
 # The pack benchmark (issue 18) on a tiny corpus at two scales: bound, ours and (when a
 # Python with datatrove is found, e.g. benchmarks/.work/dt_venv) datatrove run and hold
 # the same documents; no timing assertions.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -132,6 +133,38 @@ def test_deepseek_v3_s_split_regexes_in_sequence_give_the_same_ids(corpus):
     extra = ["数字123456和汉字かなカナ mixed ١٢٣ text", "2024年12月1日 v1.2.3 x\x00y", "ab12cd\u0301"]
     assert fast.encode_many(corpus + extra) == tokenizer.encode_many(corpus + extra)
     assert fast.encode_plain_many(corpus[::10]) == tokenizer.encode_plain_many(corpus[::10])
+
+
+@pytest.mark.parametrize("split", [r"\p{N}{1,3}", "[aeiou]+", r"[\]x-z]{2,3}", r"\p{P}+",
+                                   "[^a-z]{1,}", r"[\s]+", "[一-龥぀-ゟ゠-ヿ]+"])
+def test_a_one_class_split_regex_cuts_ascii_text_as_tokenizers_does(split):
+    """A split regex before the last that is one character class repeated (DeepSeek's
+    digits and CJK runs) cuts ASCII text in Python, with the class's ASCII members taken
+    from `tokenizers`' own engine: the ids of `tokenizers` on every ASCII character in
+    runs beside letters, digits, spaces and punctuation, and on mixed text."""
+    rng = random.Random(11)
+    ascii_chars = [chr(c) for c in range(128)]
+    texts = ["".join(rng.choice(ascii_chars + list("abc 123.,!xyz")) for _ in range(rng.randint(0, 40)))
+             for _ in range(3000)]
+    texts += [f"a{c}{c}b 12{c}345 {c}" for c in ascii_chars] + ["数字123和汉字 x", "ab١٢٣cd"]
+    spec = _bpe_spec()
+    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
+        {"type": "Split", "pattern": {"Regex": fast_bpe.GPT2_PATTERN}, "behavior": "Isolated",
+         "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    tokenizer = HuggingFaceTokenizer(json.dumps(spec).encode(), "t.json")
+    fast, why = tokenizer.fast_view()
+    assert fast is not None, why
+    assert fast_bpe.ascii_class_split(split) is not None  # the Python cut is taken
+    assert fast.encode_many(texts) == tokenizer.encode_many(texts)
+
+
+@pytest.mark.parametrize("split", [r"\s+(?!\S)", "a*", "[ab]{0,2}", "[ab]+?", "x[ab]+", "[a][b]+"])
+def test_other_split_regexes_are_left_to_tokenizers(split):
+    """Anything but one class repeated at least once (a lookahead, an empty match, a
+    lazy quantifier, a literal before the class) is cut by `tokenizers` alone."""
+    assert fast_bpe.ascii_class_split(split) is None
 
 
 def _every_character(contexts=(" {}1 2{}'s",)) -> list[str]:
