@@ -624,19 +624,10 @@ def test_helpers_spawned_before_planning_encode_once_the_plans_come(tokenizers_d
     """`spawn_helpers` starts helpers that load the tokenizer before the datasets are
     planned; `warm_helpers` gives them the plans (stopping any over the run's count),
     and they encode as a helper started with its plans does, on the planned engine."""
-    from conftest import byte_level_bpe, sentence
-    from mintdim_beam.runtime.encoder_process import dataset_tokenizer_key
     from mintdim_beam.runtime.warm_helpers import adopt_warm, spawn_helpers, warm_helpers
 
     if name == "byte_bpe":
-        from tokenizers import Tokenizer
-
-        rng = random.Random(3)
-        path = byte_level_bpe(tmp_path, [sentence(rng, 5, 20) for _ in range(500)], ["<pad>"],
-                              400, {}) / "tokenizer.json"
-        padded = Tokenizer.from_file(str(path))
-        padded.enable_padding(pad_id=padded.token_to_id("<pad>"), pad_token="<pad>")
-        padded.save(str(path))
+        path = _padded_bpe(tmp_path, 3, 400)
     else:
         path = tokenizers_dir / name
     plans = {0: _plan(kind, str(path))}
@@ -646,8 +637,6 @@ def test_helpers_spawned_before_planning_encode_once_the_plans_come(tokenizers_d
     spawned = spawn_helpers([plans[0].dataset], 3)
     try:
         assert len(encoder_helpers_of(os.getpid())) == 3
-        assert all(list(h.preloaded) == [dataset_tokenizer_key(plans[0].dataset)]
-                   for h in spawned)
         with warm_helpers(plans, 2, spawned=spawned) as key:
             assert len(encoder_helpers_of(os.getpid())) == 2  # the third is not needed
             helpers = adopt_warm(key, None)
@@ -664,6 +653,48 @@ def test_helpers_spawned_before_planning_encode_once_the_plans_come(tokenizers_d
         for helper in spawned:
             helper.close()
     assert encoder_helpers_of(os.getpid()) == []
+
+
+def _padded_bpe(work, seed: int, vocab: int):
+    from tokenizers import Tokenizer
+
+    from conftest import byte_level_bpe, sentence
+
+    rng = random.Random(seed)
+    path = byte_level_bpe(work, [sentence(rng, 5, 20) for _ in range(500)], ["<pad>"], vocab,
+                          {}) / "tokenizer.json"
+    padded = Tokenizer.from_file(str(path))
+    padded.enable_padding(pad_id=padded.token_to_id("<pad>"), pad_token="<pad>")
+    padded.save(str(path))
+    return path
+
+
+def test_a_tokenizer_file_rewritten_after_the_helpers_started_is_loaded_again(tmp_path):
+    """Helpers spawned before planning load the file as it was then; the plans bring it
+    as read after planning, and a helper whose bytes differ loads those instead of
+    encoding with the tokenizer it preloaded."""
+    from mintdim_beam.runtime.warm_helpers import adopt_warm, spawn_helpers, warm_helpers
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old, new = _padded_bpe(tmp_path / "old", 1, 300), _padded_bpe(tmp_path / "new", 2, 420)
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(old.read_bytes())
+    plan = _plan("hf_json", str(path))
+    spawned = spawn_helpers([plan.dataset], 1)
+    try:
+        path.write_bytes(new.read_bytes())  # rewritten while the launcher plans
+        plans = {0: _plan("hf_json", str(path))}
+        want = BatchEncoder(plans[0], load_tokenizer("hf_json", str(path))).encode(TEXTS)
+        stale = BatchEncoder(plan, load_tokenizer("hf_json", str(old))).encode(TEXTS)
+        assert stale[1].tolist() != want[1].tolist()  # the two tokenizers differ here
+        with warm_helpers(plans, 1, spawned=spawned) as key:
+            helper, = adopt_warm(key, None)
+            helper.submit(0, TEXTS)
+            np.testing.assert_array_equal(helper.collect()[1], want[1])
+    finally:
+        for helper in spawned:
+            helper.close()
 
 
 def test_a_config_error_found_while_planning_stops_the_helpers_started_for_it(

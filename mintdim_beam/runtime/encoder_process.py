@@ -133,8 +133,6 @@ class EncoderProcess:
         self._reader = threading.Thread(target=_drain, name="mintdim-encoder-drain",
                                         daemon=True, args=(self._proc, self._replies))
         self._reader.start()
-        # What the child loaded before its plans came: `warm_helpers` sends them on.
-        self.preloaded = tokenizer_files if plans is None else {}
         if plans is None:
             self._requests.put(("tokenizers", tokenizer_files))
         else:
@@ -227,17 +225,14 @@ class EncoderProcess:
         self._outstanding = 0
 
 
-def tokenizer_files_of(plans: dict, known: dict | None = None) -> dict:
+def tokenizer_files_of(plans: dict) -> dict:
     """{(kind, path, definition): (file bytes, path as given)}. The tokenizer travels as
     bytes: the child may not see the parent's filesystems (memory://, credentials, a
-    working directory set in-process). `definition`: how a tiktoken file is read.
-    `known`: files already read (by `spawn_helpers`), taken as they are."""
+    working directory set in-process). `definition`: how a tiktoken file is read."""
     files = {}
     for plan in plans.values():
         key = tokenizer_key(plan)
-        if known and key in known:
-            files[key] = known[key]
-        elif key not in files:
+        if key not in files:
             shown = plan.dataset.tokenizer_given
             files[key] = (read_tokenizer_file(key[1], shown), shown)
     return files
@@ -381,8 +376,8 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
             if message[0] == "plans":
                 _, plans, tokenizer_files = message
                 try:
-                    tokenizers = {key: loaded[key] if key in loaded else
-                                  tokenizer_from_bytes(key[0], data, shown, key[2])
+                    tokenizers = {key: loaded[key][1] if loaded.get(key, (None,))[0] == data
+                                  else tokenizer_from_bytes(key[0], data, shown, key[2])
                                   for key, (data, shown) in tokenizer_files.items()}
                     encoders = {ds: BatchEncoder(p, tokenizers[tokenizer_key(p)])
                                 for ds, p in plans.items()}
@@ -409,9 +404,11 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
 
 
 def preload_tokenizers(tokenizer_files: dict) -> dict:
-    """{key: tokenizer} of the files that load (a failure is met again, and reported,
-    when the plans name the file); a Hugging Face tokenizer's fast engine is built too,
-    where it can be (the plans decide whether it is used)."""
+    """{key: (file bytes, tokenizer)} of the files that load (a failure is met again,
+    and reported, when the plans name the file); a Hugging Face tokenizer's fast engine
+    is built too, where it can be (the plans decide whether it is used). The plans
+    bring the file as read after planning: a preloaded tokenizer serves only when its
+    bytes are those (the file was not rewritten in between)."""
     from mintdim_beam.core.tokenizer import fast_bpe
     from mintdim_beam.core.tokenizer.tokenizers import tokenizer_from_bytes
 
@@ -421,7 +418,7 @@ def preload_tokenizers(tokenizer_files: dict) -> dict:
             tokenizer = tokenizer_from_bytes(key[0], data, shown, key[2])
         except Exception:  # noqa: BLE001, S112 - loaded again with the plans, and reported
             continue
-        loaded[key] = tokenizer
+        loaded[key] = (data, tokenizer)
         if getattr(tokenizer, "engine", None) == fast_bpe.ENGINE_TOKENIZERS:
             try:
                 tokenizer.with_engine(fast_bpe.ENGINE_TIKTOKEN)  # builds and keeps it

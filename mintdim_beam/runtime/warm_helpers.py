@@ -59,7 +59,7 @@ def warm_helpers(plans: dict, count: int, first_range=None,
         helper.close()
     del spawned[count:]
     if count:
-        files = tokenizer_files_of(plans, {k: v for h in spawned for k, v in h.preloaded.items()})
+        files = tokenizer_files_of(plans)  # as read now: a helper reloads a rewritten file
         for helper in spawned:
             helper.send_plans(plans, files)
         helpers = spawned + start_helpers(plans, count - len(spawned), helper_threads(count),
