@@ -443,11 +443,13 @@ def test_a_head_start_reads_its_range_up_to_its_limit(tokenizers_dir, tmp_path):
     assert list(encode_head_start(encoders, {0: plan}, unknown, 4, 0, 1, 100)) == []
 
 
-def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_cannot(
+def test_a_head_start_ends_at_the_first_request_and_answers_it_from_what_it_encoded(
         tokenizers_dir, tmp_path):
-    """The serving loop, in this process: requests arrive after the first share is
-    encoded ahead, and between later ones; the first request the head start has not
-    encoded ends it (its end comes before that reply), and an empty share does not."""
+    """The serving loop, in this process: the first request comes after two shares were
+    encoded ahead; the head start ends there (its end comes before that reply, which
+    is answered from it), an empty request does not end it, the shares it encoded
+    ahead still answer the requests for them, and the first one past them is encoded
+    anew."""
     import io
 
     from mintdim_beam.runtime.encoder_process import read_message, serve, write_message
@@ -462,13 +464,13 @@ def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_can
     requests = io.BytesIO()
     for message in (("plans", {0: plan}, tokenizer_files_of({0: plan})),
                     ("head_start", byte_range, plan.dataset.build_batch, 0, 2, 100),
-                    ("encode", 0, mine[0]), ("encode", 0, []), ("encode", 0, mine[1]),
+                    ("encode", 0, []), ("encode", 0, mine[0]), ("encode", 0, mine[1]),
                     ("encode", 0, mine[2]), ("encode", 0, mine[3])):
         write_message(requests, message)
     requests.seek(0)
-    # Before each head-start step: is a request waiting? The first share is encoded,
-    # then one request read; then another share, then the next two requests...
-    script = iter([False, True, True, False, True, True])
+    # Before each head-start step: is a request waiting? Two shares are encoded, then
+    # the empty request is read, then a third share, then the first real request ends it.
+    script = iter([False, False, True, False, True])
     replies = io.BytesIO()
     serve(requests, replies, 0, waiting=lambda _: next(script))
     replies.seek(0)
@@ -476,11 +478,11 @@ def test_a_head_start_goes_on_between_requests_it_answers_and_ends_at_one_it_can
     while replies.tell() < len(replies.getvalue()):
         got.append(read_message(replies))
     assert [(status, ahead) for status, _, ahead in got] == [
-        ("ok", True), ("ok", False), ("ok", True), ("head_start", False), ("ok", False),
+        ("ok", False), ("head_start", False), ("ok", True), ("ok", True), ("ok", True),
         ("ok", False)]
-    assert got[3][1] == len(mine[0]) + len(mine[1])  # encoded ahead: two shares
+    assert got[1][1] == len(mine[0]) + len(mine[1]) + len(mine[2])  # encoded ahead
     for (_, payload, _), texts in zip([g for g in got if g[0] == "ok"],
-                                      [mine[0], [], mine[1], mine[2], mine[3]]):
+                                      [[], mine[0], mine[1], mine[2], mine[3]]):
         want = local.encode(texts)
         np.testing.assert_array_equal(payload[0], want[0])
         np.testing.assert_array_equal(payload[1], want[1])
@@ -572,8 +574,8 @@ def test_a_chat_head_start_ends_at_the_first_request_it_answered(tokenizers_dir,
     from conftest import chatml_bpe, write_jsonl
     from mintdim_beam.core.config.unit_config import resolve_datasets
     from mintdim_beam.core.inputs.source import plan_ranges
-    from mintdim_beam.runtime.encoder_process import (encode_head_start, head_start_goes_on,
-                                                      read_message, serve, write_message)
+    from mintdim_beam.runtime.encoder_process import (encode_head_start, read_message, serve,
+                                                      write_message)
 
     tokenizer = chatml_bpe(tmp_path, seed=3, vocab=400) / "tokenizer.json"
     path = write_jsonl(tmp_path / "chat.jsonl", [
@@ -589,9 +591,6 @@ def test_a_chat_head_start_ends_at_the_first_request_it_answered(tokenizers_dir,
         "output": {"dir": [str(tmp_path / "out")], "samples_per_shard": [100]}})
     plan = prepare(dataset)
     byte_range = plan_ranges([plan.dataset])[0]
-    assert not head_start_goes_on({0: plan}, byte_range)
-    assert head_start_goes_on({0: _plan("sentencepiece", str(tokenizers_dir / "sp.model"))},
-                              byte_range)
     # The head start's own first batches, as it yields them: the requests to send.
     helper_side = BatchEncoder(plan, load_tokenizer("hf_json", str(tokenizer)))
     shares = [texts for _, texts, _ in encode_head_start({0: helper_side}, {0: plan},

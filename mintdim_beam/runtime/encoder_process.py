@@ -12,11 +12,12 @@ pickles on its stdin/stdout, answered strictly in order; a writer thread feeds s
 the caller never blocks while the child is busy.
 
 Head start: helpers the driver starts before Beam loads (`warm_helpers`) read, render and
-encode their shares of the first batches themselves, and go on between requests for
-as long as the pipeline asks for shares they already encoded. A request whose texts
-equal such a share is answered from it: the same texts give the same tokens, so the
-output is unchanged whatever the runner does first. The first request it has not
-encoded ahead (the pipeline caught up, or cut the batches differently) ends it.
+encode their shares of the first batches themselves until the pipeline's first request.
+A request whose texts equal such a share is answered from it: the same texts give the
+same tokens, so the output is unchanged whatever the runner does first. It stops there
+because every line it reaches is rendered twice (by it and by the pipeline): going on
+past the first request cost the byte-level build 2 to 5% more CPU and the SentencePiece
+build nothing it measurably gained back (`benchmarks/README.md`).
 """
 from __future__ import annotations
 
@@ -342,7 +343,6 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
     waiting = waiting or request_waiting
     encoders, plans, setup_error, loaded = {}, {}, None, {}
     head = None  # the head start's shares still to encode, while it lasts
-    head_goes_on = True  # past the requests it answers (`head_start_goes_on`)
     ahead: list = []  # (dataset, texts, encoded) from the head start, not yet asked for
     encoded_ahead = 0
 
@@ -368,7 +368,6 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
                 return
             if message[0] == "head_start":
                 head = encode_head_start(encoders, plans, *message[1:])
-                head_goes_on = head_start_goes_on(plans, message[1])
                 continue
             if message[0] == "tokenizers":  # before the plans: `spawn_helpers`
                 loaded = preload_tokenizers(message[1])
@@ -386,7 +385,7 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
                 continue
             _, ds, texts = message
             reply = setup_error or answered_ahead(ahead, ds, texts)
-            if head is not None and texts and (reply is None or not head_goes_on):
+            if head is not None and texts:  # the pipeline is here: the head start ends
                 end_head_start()
                 if reply is None:  # in order, it asked for all of them; else it never will
                     ahead.clear()
@@ -473,17 +472,6 @@ def encode_head_start(encoders, plans, byte_range, batch_size, share, shares, ma
                     return
     except Exception:  # noqa: BLE001, S110 - no head start; the build itself reports it
         return
-
-
-def head_start_goes_on(plans: dict, byte_range) -> bool:
-    """Whether a head start goes on between the requests it has answered. For templated
-    fields it does: rendering them is cheap, and a helper that stopped would sit idle
-    while the pipeline reads the batches it had encoded ahead. Not for dialogues: the
-    pipeline renders every line itself, and a dialogue's render costs about half what
-    its encoding does, so going on would spend that CPU a second time on every line it
-    reaches (up to 65k dialogues: about 6 s per 100k)."""
-    plan = plans.get(byte_range.dataset)
-    return plan is None or plan.dataset.dialogue is None
 
 
 def answered_ahead(ahead: list, ds: int, texts: list):
