@@ -34,8 +34,10 @@ import threading
 import traceback
 import weakref
 
+from mintdim_beam.core.files.storage import is_url
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES
 from mintdim_beam.core.tokenizer.encode_batch import share_entries
+from mintdim_beam.core.tokenizer.fast_bpe import ENGINE_TIKTOKEN, ENGINE_TOKENIZERS
 from mintdim_beam.core.tokenizer.tokenizers import read_tokenizer_file, tiktoken_definition
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -103,9 +105,7 @@ class EncoderProcess:
         """`threads`: native encoding threads in the child; 0 keeps the tokenizer's
         default (every core). `tokenizer_files`: from `tokenizer_files_of(plans)`, when
         several helpers start at once (read here otherwise). `plans=None`: the child
-        starts and loads `tokenizer_files` now, and the plans follow (`send_plans`)."""
-        if tokenizer_files is None:
-            tokenizer_files = tokenizer_files_of(plans)
+        starts and waits for them (`send_plans`), loading what `preload` names meanwhile."""
         package_root = os.path.dirname(_PACKAGE_DIR)  # the directory holding mintdim_beam/
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -134,12 +134,15 @@ class EncoderProcess:
         self._reader = threading.Thread(target=_drain, name="mintdim-encoder-drain",
                                         daemon=True, args=(self._proc, self._replies))
         self._reader.start()
-        if plans is None:
-            self._requests.put(("tokenizers", tokenizer_files))
-        else:
-            self.send_plans(plans, tokenizer_files)
+        if plans is not None:
+            self.send_plans(plans, tokenizer_files or tokenizer_files_of(plans))
         self._stop = weakref.finalize(self, stop_child, self._requests, self._proc,
                                       self._writer, self._reader)
+
+    def preload(self, tokenizer_files: dict, fast_keys: frozenset) -> None:
+        """Before the plans: the child loads `tokenizer_files`, and builds the fast engine
+        of those in `fast_keys` (`preload_tokenizers`)."""
+        self._requests.put(("tokenizers", tokenizer_files, fast_keys))
 
     def send_plans(self, plans: dict, tokenizer_files: dict) -> None:
         """The datasets to encode, once per child, before any request: a child started
@@ -230,11 +233,16 @@ def tokenizer_files_of(plans: dict) -> dict:
     """{(kind, path, definition): (file bytes, path as given)}. The tokenizer travels as
     bytes: the child may not see the parent's filesystems (memory://, credentials, a
     working directory set in-process). `definition`: how a tiktoken file is read."""
+    return dataset_tokenizer_files(plan.dataset for plan in plans.values())
+
+
+def dataset_tokenizer_files(datasets, local_only: bool = False) -> dict:
+    """`tokenizer_files_of` for datasets (`local_only`: not the files behind a URL)."""
     files = {}
-    for plan in plans.values():
-        key = tokenizer_key(plan)
-        if key not in files:
-            shown = plan.dataset.tokenizer_given
+    for dataset in datasets:
+        key = dataset_tokenizer_key(dataset)
+        if key not in files and not (local_only and is_url(key[1])):
+            shown = dataset.tokenizer_given
             files[key] = (read_tokenizer_file(key[1], shown), shown)
     return files
 
@@ -246,6 +254,13 @@ def tokenizer_key(plan) -> tuple:
 def dataset_tokenizer_key(dataset) -> tuple:
     return (dataset.tokenizer_kind, dataset.tokenizer_path,
             tiktoken_definition(dataset.tokenizer_options))
+
+
+def fast_engine_keys(datasets) -> frozenset:
+    """The tokenizer keys a dataset may encode with the fast engine: all but those only
+    set to `engine: tokenizers`, whose engine a helper need not build."""
+    return frozenset(dataset_tokenizer_key(d) for d in datasets
+                     if d.tokenizer_options.engine != ENGINE_TOKENIZERS)
 
 
 def helper_threads(count: int) -> int:
@@ -370,7 +385,7 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
                 head = encode_head_start(encoders, plans, *message[1:])
                 continue
             if message[0] == "tokenizers":  # before the plans: `spawn_helpers`
-                loaded = preload_tokenizers(message[1])
+                loaded = preload_tokenizers(*message[1:])
                 continue
             if message[0] == "plans":
                 _, plans, tokenizer_files = message
@@ -402,13 +417,13 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
         return
 
 
-def preload_tokenizers(tokenizer_files: dict) -> dict:
+def preload_tokenizers(tokenizer_files: dict, fast_keys: frozenset = frozenset()) -> dict:
     """{key: (file bytes, tokenizer)} of the files that load (a failure is met again,
-    and reported, when the plans name the file); a Hugging Face tokenizer's fast engine
-    is built too, where it can be (the plans decide whether it is used). The plans
-    bring the file as read after planning: a preloaded tokenizer serves only when its
-    bytes are those (the file was not rewritten in between)."""
-    from mintdim_beam.core.tokenizer import fast_bpe
+    and reported, when the plans name the file); for the keys in `fast_keys` (a dataset
+    may use the fast engine: `fast_engine_keys`) the Hugging Face tokenizer's fast
+    engine is built too, where it can be (the plans decide whether it is used). The
+    plans bring the file as read after planning: a preloaded tokenizer serves only when
+    its bytes are those (the file was not rewritten in between)."""
     from mintdim_beam.core.tokenizer.tokenizers import tokenizer_from_bytes
 
     loaded = {}
@@ -418,9 +433,9 @@ def preload_tokenizers(tokenizer_files: dict) -> dict:
         except Exception:  # noqa: BLE001, S112 - loaded again with the plans, and reported
             continue
         loaded[key] = (data, tokenizer)
-        if getattr(tokenizer, "engine", None) == fast_bpe.ENGINE_TOKENIZERS:
+        if key in fast_keys and getattr(tokenizer, "engine", None) == ENGINE_TOKENIZERS:
             try:
-                tokenizer.with_engine(fast_bpe.ENGINE_TIKTOKEN)  # builds and keeps it
+                tokenizer.with_engine(ENGINE_TIKTOKEN)  # builds and keeps it
             except Exception:  # noqa: BLE001, S110 - not exact here: the plans say so
                 pass
     return loaded

@@ -15,10 +15,9 @@ import uuid
 
 from mintdim_beam.core.files.storage import is_url
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES
-from mintdim_beam.core.tokenizer.tokenizers import read_tokenizer_file
-from mintdim_beam.runtime.encoder_process import (EncoderProcess, dataset_tokenizer_key,
-                                                  helper_threads, start_helpers,
-                                                  tokenizer_files_of)
+from mintdim_beam.runtime.encoder_process import (EncoderProcess, dataset_tokenizer_files,
+                                                  fast_engine_keys, helper_threads,
+                                                  start_helpers, tokenizer_files_of)
 
 # Helpers started by the driver before the pipeline exists, waiting for the Tokenize
 # DoFn of the same process to adopt them: {key: [EncoderProcess]}.
@@ -28,17 +27,18 @@ WARM_LOCK = threading.Lock()
 
 def spawn_helpers(datasets, count: int) -> list[EncoderProcess]:
     """`count` helpers started before the datasets are planned, each loading the local
-    tokenizer files of `datasets` while the driver plans them (`warm_helpers` sends
-    them the plans). A remote tokenizer file is fetched once, with the plans."""
+    tokenizer files of `datasets` (and the fast engine, unless every dataset of a file
+    sets `engine: tokenizers`) while the driver plans them (`warm_helpers` sends them
+    the plans). A remote tokenizer file is fetched once, with the plans."""
     if count <= 0:
         return []
-    files = {}
-    for dataset in datasets:
-        key = dataset_tokenizer_key(dataset)
-        if key not in files and not is_url(key[1]):
-            files[key] = (read_tokenizer_file(key[1], dataset.tokenizer_given),
-                          dataset.tokenizer_given)
-    return [EncoderProcess(None, helper_threads(count), files) for _ in range(count)]
+    datasets = list(datasets)
+    files = dataset_tokenizer_files(datasets, local_only=True)
+    fast_keys = fast_engine_keys(datasets)
+    helpers = [EncoderProcess(None, helper_threads(count)) for _ in range(count)]
+    for helper in helpers:
+        helper.preload(files, fast_keys)
+    return helpers
 
 
 @contextlib.contextmanager

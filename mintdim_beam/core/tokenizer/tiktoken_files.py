@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from mintdim_beam.core.tokenizer.fast_bpe import bytes_to_unicode
+from mintdim_beam.core.tokenizer.fast_bpe import TO_BYTE_LEVEL
 
 _GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 _LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
@@ -85,8 +85,7 @@ def looks_like_tiktoken(data: bytes) -> bool:
 def tokenizer_json(ranks: dict[bytes, int], pattern: str, specials: dict[str, int]) -> dict:
     """The `tokenizer.json` document that encodes as tiktoken does with these ranks."""
     # One byte-level character per byte: a token's halves are its text's halves.
-    to_text = {b: c for b, c in bytes_to_unicode().items()}
-    table = str.maketrans({chr(b): c for b, c in to_text.items()})
+    table = TO_BYTE_LEVEL
     vocab, merges = {}, []
     get = ranks.get
     for data, rank in ranks.items():
