@@ -633,11 +633,17 @@ def test_helpers_spawned_before_planning_encode_once_the_plans_come(tokenizers_d
     if kind == "hf_json":
         assert plans[0].engine == "tiktoken"  # the preloaded engine is the one used
     local = BatchEncoder(plans[0], load_tokenizer(kind, plans[0].dataset.tokenizer_path))
+    before = set(encoder_helpers_of(os.getpid()))  # this test looks at its own helpers only
+
+    def running():
+        return set(encoder_helpers_of(os.getpid())) - before
+
     spawned = spawn_helpers([plans[0].dataset], 3)
     try:
-        assert len(encoder_helpers_of(os.getpid())) == 3
+        assert running() == {helper._proc.pid for helper in spawned}
         with warm_helpers(plans, 2, spawned=spawned) as key:
-            assert len(encoder_helpers_of(os.getpid())) == 2  # the third is not needed
+            # the third is not needed
+            assert running() == {helper._proc.pid for helper in spawned[:2]}
             helpers = adopt_warm(key, None)
             assert helpers == spawned[:2]
             for helper in helpers:
@@ -651,7 +657,7 @@ def test_helpers_spawned_before_planning_encode_once_the_plans_come(tokenizers_d
     finally:
         for helper in spawned:
             helper.close()
-    assert encoder_helpers_of(os.getpid()) == []
+    assert running() == set()
 
 
 def _padded_bpe(work, seed: int, vocab: int):
@@ -715,6 +721,7 @@ def test_a_config_error_found_while_planning_stops_the_helpers_started_for_it(
 
     real_spawn = warm_helpers.spawn_helpers
     monkeypatch.setattr("mintdim_beam.unit_build.launch.spawn_helpers", spawn_recorded)
+    before = set(encoder_helpers_of(os.getpid()))
     data = tmp_path / "in.jsonl"
     data.write_text('{"q": "hello world", "a": "code python"}\n', encoding="utf-8")
     job = (pipeline("unit-build").source.jsonl(files=[str(data)], fields=[["q", "a"]],
@@ -725,7 +732,7 @@ def test_a_config_error_found_while_planning_stops_the_helpers_started_for_it(
     with pytest.raises(TemplateTokenizerError):
         job.run(on_template_unk="abort", on_overflow="truncate")
     assert len(started) == 2 and all(h._proc.poll() is not None for h in started)
-    assert encoder_helpers_of(os.getpid()) == []
+    assert set(encoder_helpers_of(os.getpid())) - before == set()  # none the run started
     assert not (tmp_path / "out").exists()
 
 
