@@ -2,11 +2,13 @@
 tree (a multi-process Beam run is several processes)."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import resource
 import subprocess
+import sys
 import time
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -121,6 +123,26 @@ def run_measured(cmd: list[str], cwd=None, env=None, interval: float = 0.05,
         raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}):\n{err[-3000:]}")
     return {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": peak / 1024, "stdout": out,
             "stderr": err, "orphans_reaped": orphans, "cpu_complete": subreaper}
+
+
+BUSY = "while True: pass"  # one core's worth of load, nothing else
+
+
+@contextlib.contextmanager
+def background_load(processes: int):
+    """`processes` busy loops beside whatever runs inside: the "under load" condition,
+    made the same on every machine (another engineer's suite is not). Yields their pids;
+    they are killed and waited for on the way out. They are this process's children
+    before any measured command starts, so `run_measured` neither counts their CPU nor
+    waits for them as orphans."""
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(max(0, processes))]
+    try:
+        yield [proc.pid for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
 
 
 def encode_jsonl(corpus, render, encode_batch, batch_size: int) -> tuple[int, int]:

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from measure import run_measured  # noqa: E402
+from measure import background_load, run_measured  # noqa: E402
 
 PARENT = """
 import subprocess, sys
@@ -24,6 +24,27 @@ def test_peak_rss_counts_a_child_started_after_the_parent():
     assert result["stdout"].strip() == "done"
     assert 500 <= result["peak_rss_mb"] < 700  # both at once: 200 MB + 300 MB + interpreters
 
+
+
+def _state(pid: int) -> str | None:
+    """The /proc state letter of `pid` (None once it is gone and waited for)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+def test_background_load_outlives_the_measured_runs_and_is_gone_after():
+    with background_load(2) as pids:
+        assert len(set(pids)) == 2
+        result = run_measured([sys.executable, "-c", "print('measured')"])
+        # Started before the command, the busy loops are not its orphans: still running.
+        assert result["stdout"].strip() == "measured" and result["orphans_reaped"] == 0
+        assert all(_state(pid) in ("R", "S") for pid in pids)
+    assert [_state(pid) for pid in pids] == [None, None]  # killed and waited for
+    with background_load(0) as none:
+        assert none == []
 
 # The chat harness (issue 16) on a tiny corpus: it runs end to end and reports what it
 # should. No timing assertions: these numbers only mean something on the full corpus.
@@ -111,17 +132,22 @@ def test_read_benchmark_runs_on_a_tiny_build(tmp_path, capsys):
 def test_unit_benchmark_takes_the_published_deepseek_tokenizer(tmp_path, capsys):
     """`run.py --tokenizers deepseek_v3`: the published tokenizer.json, with the pad token
     it lacks given; the fast engine encodes it; mintdim 0.2.1, which takes no pad token,
-    is skipped for it with a notice (no timing assertions)."""
+    is skipped for it with a notice; `--load 1` runs the rounds beside a busy process and
+    says so (no timing assertions)."""
     import run as unit_benchmark
 
     out = tmp_path / "results.json"
     assert unit_benchmark.main(["--samples", "200", "--tokenizers", "deepseek_v3",
-                                "--reference-python", sys.executable,
+                                "--reference-python", sys.executable, "--load", "1",
                                 "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
-    row = json.loads(out.read_text())["results"]["deepseek_v3"]
+    report = json.loads(out.read_text())
+    row = report["results"]["deepseek_v3"]
     assert row["engine"] == "tiktoken" and "reference" not in row
     assert row["ours"]["tokens_per_s"] > 0 and row["bound"]["tokens_per_s"] > 0
-    assert "takes no pad token" in capsys.readouterr().err
+    assert report["load"] == 1 and report["loadavg_after"] >= 0
+    printed = capsys.readouterr()
+    assert "takes no pad token" in printed.err
+    assert "1 busy processes beside" in printed.out
 
 
 # The pack benchmark (issue 18) on a tiny corpus at two scales: bound, ours and (when a
@@ -271,3 +297,26 @@ def test_a_benchmark_writes_its_results_to_the_untracked_work_dir_unless_told(sc
         harness_arguments(parser, "results_x.json", "(a)")
         default = Path(parser.parse_args([]).json)
         assert default == REPO / "benchmarks" / ".work" / "results_x.json"
+
+
+def test_stage_times_names_each_stage_of_a_tiny_build(tokenizers_dir, tmp_path, capsys):
+    """`stage_times.py`: a real build, every bundle timed and named by its transforms;
+    the build itself is the one `run.py` times (no timing assertions)."""
+    import corpus as benchmark_corpus
+    import stage_times
+
+    rows = benchmark_corpus.write_corpus(tmp_path / "corpus.jsonl", 150)
+    out, record = tmp_path / "out", tmp_path / "stages.json"
+    assert stage_times.main([str(rows), "sentencepiece", str(tokenizers_dir / "sp.model"),
+                             str(out), "--json", str(record)]) == 0
+    bundles = json.loads(record.read_text())
+    stages, end = bundles[:-1], bundles[-1]["end"]
+    named = [name for row in stages for name in row["transforms"]]
+    # Reading and tokenizing come before assigning, which comes before the shard writes.
+    assert named.index("Tokenize") < named.index("AssignUnit") < named.index("ShardWrite")
+    assert all(0 <= row["start"] <= end and row["wall"] >= 0 for row in stages)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["total_samples"] == 150  # `targets.ours` truncates what overflows
+    assert "AssignUnit" in capsys.readouterr().out
+    import apache_beam.runners.portability.fn_api_runner.fn_runner as fn_runner
+    assert fn_runner.FnApiRunner._execute_bundle.__name__ == "_execute_bundle"  # unwrapped
