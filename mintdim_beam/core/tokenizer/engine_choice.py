@@ -118,7 +118,8 @@ def choose_engine(tokenizer, wanted: str, paths: list[str], shown: str) -> tuple
     """(engine, why) for `tokenizer` (an adapter of `tokenizers.py`); `paths`: the
     build's input files, sampled only when the engine could take the tokenizer."""
     if tokenizer.kind == "sentencepiece":
-        return ENGINE_SENTENCEPIECE, "SentencePiece encodes SentencePiece models"
+        return ENGINE_SENTENCEPIECE, ("SentencePiece encodes SentencePiece models; "
+                                      + tokenizer.native_path())
     if wanted == ENGINE_TOKENIZERS:
         return ENGINE_TOKENIZERS, "tokenizer.engine: tokenizers"
     fast, reason = tokenizer.fast_view()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecialTokenError,
                                       TokenizerValidationError)
 from mintdim_beam.core.files import storage
-from mintdim_beam.core.tokenizer import fast_bpe, tiktoken_files
+from mintdim_beam.core.tokenizer import fast_bpe, sp_native, tiktoken_files
 
 KINDS = ("sentencepiece", "hf_json", "tiktoken")
 
@@ -31,6 +31,7 @@ class SentencePieceTokenizer:
         self._data = data
         self._sp = spm.SentencePieceProcessor(model_proto=data)
         self._inner_sp = None  # the same model without its dummy prefix (`_inner`)
+        self._native_checked, self._native_engine, self.native_reason = False, None, None
         self.vocab_size = int(self._sp.get_piece_size())
         self.unk_id = _require_id(int(self._sp.unk_id()), "unk_id", display_path,
                                   f"SentencePiece returned unk_id={self._sp.unk_id()}")
@@ -51,7 +52,34 @@ class SentencePieceTokenizer:
                         and sp.id_to_piece(i)}
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
+        native = self._native()
+        if native is not None:
+            try:
+                return sp_native.encode(native, texts, self.threads)
+            except RuntimeError:  # sentencepiece reported an error: let it say which
+                pass
         return self._sp.encode(texts, out_type=int, num_threads=self.threads)
+
+    def _native(self):
+        """The native engine (`sp_native`), checked once per adapter; None where it is
+        missing or differs (`native_reason` says why)."""
+        if self._native_checked is False:
+            self._native_engine, self.native_reason = sp_native.engine(
+                self._data, self._sp, list(self.symbols))
+            self._native_checked = True
+        return self._native_engine
+
+    def __getstate__(self):
+        # The native engine is a capsule: a copy checks its own again where it lands.
+        return {**self.__dict__, "_native_checked": False, "_native_engine": None,
+                "native_reason": None}
+
+    def native_path(self) -> str:
+        """How this adapter turns text into ids, for the tokenizer card."""
+        if self._native() is not None:
+            return (f"ids through sentencepiece's normalizer and model in the native "
+                    f"module {sp_native.NAME}")
+        return f"ids through sentencepiece's Python API ({self.native_reason})"
 
     # SentencePiece never reads special tokens out of text: plain text is any text.
     encode_plain_many = encode_many
