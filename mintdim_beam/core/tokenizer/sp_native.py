@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 
 NAME = "sp_ids"  # the tokenizer card's name for this path
-MAX_PIECES = 20_000  # pieces of a vocabulary probed, evenly spread (about 0.1 s)
+MAX_PIECES = 20_000  # pieces of a vocabulary probed, evenly spread (an 8k one: 0.08 s)
 
 # Text no vocabulary holds whole: whitespace runs and edges, digits, newlines and tabs,
 # scripts and symbols a small model has never seen, bytes of a byte-fallback model.
