@@ -320,3 +320,6 @@ def test_stage_times_names_each_stage_of_a_tiny_build(tokenizers_dir, tmp_path, 
     assert "AssignUnit" in capsys.readouterr().out
     import apache_beam.runners.portability.fn_api_runner.fn_runner as fn_runner
     assert fn_runner.FnApiRunner._execute_bundle.__name__ == "_execute_bundle"  # unwrapped
+    import gc
+
+    assert gc.get_freeze_count() == 0  # the command's exit freeze is undone in-process
