@@ -183,6 +183,7 @@ def test_duplicate_parts_hold_every_repeat_in_order_through_scratch_files(tmp_pa
     read chunk (1 byte: each row read alone; 4096: rows split across reads)."""
     import random
 
+    from mintdim_beam.core.files import checksums
     from mintdim_beam.core.formats import mintdim as fmt
     from mintdim_beam.unit_build.transforms import duplicates
 
@@ -210,7 +211,9 @@ def test_duplicate_parts_hold_every_repeat_in_order_through_scratch_files(tmp_pa
         refs[key].reverse()  # a group-by's values come in no set order
         parts += duplicates.WriteDuplicatePartFn({0: plan}).process((key, refs[key]))
     want = sorted(_want_groups(entries).items(), key=lambda kv: kv[1][0][0])
-    joined = b"".join(open(path, "rb").read() for _, _, path, _, _ in parts)
+    joined = b"".join(open(path, "rb").read() for _, _, path, _, _, _ in parts)
+    for _, _, path, _, _, summed in parts:  # each part summed as it was written
+        assert summed == checksums.file_sum(path)
     assert joined.decode() == "".join(fmt.duplicate_row(d, m) for d, m in want)
     assert sum(p[3] for p in parts) == len(want)
     assert sum(p[4] for p in parts) == 1000

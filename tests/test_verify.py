@@ -1,5 +1,6 @@
 """`mintdim-beam verify`: clean on real builds and on every golden output, and each kind of
 damage is caught and named (file, record or line, what)."""
+import hashlib
 import json
 import random
 import shutil
@@ -537,12 +538,49 @@ def test_every_file_is_recorded_with_the_sha256_it_was_written_with(built):
     files = sorted(p.relative_to(built).as_posix() for p in built.rglob("*") if p.is_file())
     assert block["algorithm"] == "sha256"
     assert sorted(block["files"]) == [f for f in files if f != fmt.MANIFEST]
+    joined = 0
     for name, entry in block["files"].items():
         data = (built / name).read_bytes()
-        assert entry == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        if "parts" not in entry:
+            assert entry == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            continue
+        # joined from parts: the table's rows tile the file, each with its bytes' sha256
+        joined += 1
+        assert entry == {"bytes": len(data), "parts": f"checksums/{name[:-6]}.parts.jsonl"}
+        rows = [json.loads(line) for line in (built / entry["parts"]).read_text().splitlines()]
+        assert len(rows) > 1 and rows[0]["start"] == 0
+        assert sum(r["bytes"] for r in rows) == len(data)
+        for row in rows:
+            piece = data[row["start"]:row["start"] + row["bytes"]]
+            assert row["sha256"] == hashlib.sha256(piece).hexdigest()
+    assert joined  # the fixture's build has several batches
     result = verify_output(str(built))
     assert result.checksummed == len(block["files"])
     assert f"content as written (sha256 of {len(block['files'])} files)" in result.summary()
+
+
+def test_a_changed_byte_of_a_joined_index_names_its_part(built, tmp_path):
+    """sample_index.jsonl is joined from parts no step rereads: verify checks it part
+    by part against its table and names the part a changed byte falls in; a changed
+    table is named by its own sum."""
+    out = tmp_path / "out"
+    shutil.copytree(built, out)
+    rows = [json.loads(line) for line in
+            (out / "checksums/sample_index.parts.jsonl").read_text().splitlines()]
+    path = out / fmt.SAMPLE_INDEX
+    data = bytearray(path.read_bytes())
+    at = rows[1]["start"] + 3
+    data[at] = ord("X") if data[at] != ord("X") else ord("Y")
+    path.write_bytes(bytes(data))
+    found = [(p.file, p.what) for p in verify_output(str(out)).problems]
+    assert (fmt.SAMPLE_INDEX, f"content changed: sha256 "
+            f"{hashlib.sha256(bytes(data[rows[1]['start']:rows[1]['start'] + rows[1]['bytes']])).hexdigest()[:16]}..., "
+            f"in part 2 of {len(rows)} (bytes {rows[1]['start']}..{rows[1]['start'] + rows[1]['bytes']}): "
+            f"the part table records {rows[1]['sha256'][:16]}...") in found
+    table = out / "checksums/sample_index.parts.jsonl"
+    table.write_text(table.read_text().replace(rows[0]["sha256"], "0" * 64))
+    files = [p.file for p in verify_output(str(out)).problems]
+    assert "checksums/sample_index.parts.jsonl" in files
 
 
 def test_a_token_changed_to_another_valid_id_is_named_by_checksum_and_by_deep(

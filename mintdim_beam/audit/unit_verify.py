@@ -37,7 +37,7 @@ from mintdim_beam.audit.shard_check import ShardChecks
 from mintdim_beam.audit.verify_result import Problems, VerifyResult
 from mintdim_beam.core.config.prepare import DTYPES, select_dtype
 from mintdim_beam.core.errors import TokenDTypeCapacityError
-from mintdim_beam.core.files import storage
+from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import MARKER
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.inputs.input_files import recorded_status
@@ -371,6 +371,11 @@ class Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChe
                 continue
             if top == REPORT_DIR and len(parts) > 1:
                 continue
+            if top == checksums.PARTS_DIR:
+                if rel not in self._part_tables():
+                    self.p.add(rel, None, f"unexpected file in {top}/ (it holds the part "
+                               "tables of the index files)")
+                continue
             if len(parts) == 1:
                 if top == MARKER:
                     self.p.add(rel, None, "ownership marker of a build that did not end: "
@@ -395,7 +400,7 @@ class Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChe
             reported_tops.add(top)
         # Directories with files (above) or empty ones, each reported once.
         reported_tops |= {rel for rel in self.dirs if "/" not in rel and rel not in unit_of
-                          and rel not in (tmp_top, REPORT_DIR)}
+                          and rel not in (tmp_top, REPORT_DIR, checksums.PARTS_DIR)}
         for top in sorted(reported_tops):
             self.p.add(top, None, (f"unit directory not listed in manifest.json units.sizes "
                                    f"{self.sizes}" if _UNIT.fullmatch(top) else
@@ -427,7 +432,14 @@ class Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChe
         any other)."""
         tops = set(SUMMARY_FILES + INDEX_FILES) | {fmt.LOSSY_INDEX, fmt.REJECTED_INDEX}
         notices = {f"{fmt.unit_dir(s)}/{fmt.EMPTY_UNIT}" for s in self.sizes}
-        return {rel for rel in self.files if rel in tops or rel in notices} | self.shard_set
+        return {rel for rel in self.files if rel in tops or rel in notices
+                or rel in self._part_tables()} | self.shard_set
+
+    @staticmethod
+    def _part_tables() -> set:
+        """The part tables a unit-build may write: one per index file joined from parts."""
+        return {checksums.part_table_name(name)
+                for name in INDEX_FILES + (fmt.LOSSY_INDEX, fmt.REJECTED_INDEX)}
 
     # ---------------------------------------------------------------- summaries
     def _summaries(self) -> None:

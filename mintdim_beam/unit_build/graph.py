@@ -24,6 +24,7 @@ from mintdim_beam.unit_build.transforms.decide import (DecideOverflows, abort_er
                                                        outcomes_by_batch)
 from mintdim_beam.unit_build.transforms.duplicates import DuplicateIndex
 from mintdim_beam.unit_build.transforms.finalize import Finalize
+from mintdim_beam.unit_build.transforms.join_parts import PartsOfFiles
 from mintdim_beam.unit_build.transforms.read import COUNTS, ReadJSONL
 from mintdim_beam.unit_build.transforms.render import ERRORS, Render
 from mintdim_beam.unit_build.transforms.spill import SpillBatches
@@ -90,6 +91,7 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     index_parts = assigned[INDEX_PARTS] | "IndexParts" >> WriteIndexParts(plans)
     dup_parts = assigned[HASHES] | "Duplicates" >> DuplicateIndex(plans)
     stats = assigned[STATS] | "Stats" >> BuildStats()
+    file_parts = (index_parts, dup_parts) | "PartsOfFiles" >> PartsOfFiles(plans)
 
     aborts = overflow_plans | "AbortErrors" >> beam.FlatMap(abort_errors, plans,
                                                             max_line_bytes(p.options))
@@ -97,7 +99,7 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
               | "CollectErrors" >> beam.Flatten())
     return p | "Finalize" >> Finalize(plans, datasets, {
         "errors": errors, "numbering": numbering, "overflow_plans": overflow_plans,
-        "stats": stats, "index_parts": index_parts, "dup_parts": dup_parts,
+        "stats": stats, "file_parts": file_parts, "dup_parts": dup_parts,
         "shards": shards, "rejected": rejected}, inputs=manifest_inputs(ranges))
 
 

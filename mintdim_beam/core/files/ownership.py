@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass
 
 from mintdim_beam.core.errors import OutputCleanError, OutputValidationError
-from mintdim_beam.core.files import storage
+from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.formats import mintdim as fmt
 
 MARKER = "_mintdim_build.json"
@@ -43,6 +43,7 @@ _PACK_FILE = re.compile(r"^(shard_\d{6}\.(bin|bin\.index|idx|csv\.gz)|per_datase
 PACK_FAILED = "PACK_BUILD_FAILED.md"
 _UNIT_DIR = re.compile(r"^unit_\d+$")
 _UNIT_FILE = re.compile(r"^(shard_\d{6}\.bin|EMPTY_UNIT\.md|UNIT_BUILD_FAILED\.md)$")
+_PART_TABLE = re.compile(r"^[a-z_]+\.parts\.jsonl$")  # in checksums.PARTS_DIR
 _MEMORY_CLAIMS = threading.Lock()  # memory:// has no atomic create: one process, one lock
 # The first line of each failure notice of ours: the proof `clean` accepts besides a marker.
 _NOTICE_HEADS = {fmt.FAILED_UNIT: b"# Unit build failed\n", PACK_FAILED: b"# pack-build failed\n"}
@@ -108,6 +109,9 @@ def inspect(output_dir: str) -> Contents:
         elif name == PACK_FAILED:
             failed.append(name)
             notices.append(path)
+        elif name == checksums.PARTS_DIR and storage.is_dir(path):
+            foreign.extend(storage.join(path, n) for n in map(_base, storage.list_dir(path))
+                           if not _PART_TABLE.match(n))
         elif _UNIT_DIR.match(name) and storage.is_dir(path):
             inner = [_base(p) for p in storage.list_dir(path)]
             foreign.extend(storage.join(path, n) for n in inner if not _UNIT_FILE.match(n))

@@ -18,7 +18,7 @@ import apache_beam as beam
 import numpy as np
 
 from mintdim_beam.core.errors.failures import PendingError
-from mintdim_beam.core.files import storage
+from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.inputs.source import long_line_reason
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
@@ -39,6 +39,7 @@ class Decided(NamedTuple):
     abort: Candidate | None  # where the build stops, if it does
     abort_reason: str  # "overflow" | "capacity" | "long_line" (see `OverflowPlan`)
     rows_path: str  # overflow_index.jsonl's rows, in the run's scratch
+    rows_sum: object  # their checksums.FileSum, taken as they were written
     by_batch: dict  # chunk key -> int64 rows (j, local line, unit, truncated): kept ones
 
 
@@ -124,7 +125,7 @@ def decide_dataset(ds: int, table: np.ndarray, plan, choose) -> Decided:
             yield "".join(text).encode("utf-8")
 
     path = rows_path(dataset)
-    storage.write_stream_atomic(path, row_text(), dataset.output_path)
+    rows_sum = checksums.write_stream(path, row_text(), dataset.output_path)
     kept = np.flatnonzero((units >= 0) & (table[:, BATCH] >= 0))
     kept = kept[np.lexsort(table[kept][:, [BATCH, RANGE, FILE]].T)]
     keys = table[kept][:, [FILE, RANGE, BATCH]]
@@ -135,7 +136,7 @@ def decide_dataset(ds: int, table: np.ndarray, plan, choose) -> Decided:
             rows = kept[lo:hi]
             by_batch[(ds, *keys[lo].tolist())] = np.stack(
                 [table[rows, J], table[rows, LINE], units[rows], truncated[rows]], axis=1)
-    return Decided(decide.sizes, decide.abort, decide.abort_reason, path, by_batch)
+    return Decided(decide.sizes, decide.abort, decide.abort_reason, path, rows_sum, by_batch)
 
 
 def empty_cut_reason(plan) -> str | None:

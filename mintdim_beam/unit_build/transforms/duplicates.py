@@ -13,7 +13,7 @@ import itertools
 import apache_beam as beam
 import numpy as np
 
-from mintdim_beam.core.files import storage
+from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.unit_build.transforms.write import scratch_path
 
@@ -193,14 +193,14 @@ class WriteDuplicatePartFn(beam.DoFn):
         runs = [RowRun(dataset, bucket, lo, hi, chunk) for bucket, lo, hi in refs]
         out = dataset.output_path
         path = storage.join(dataset.scratch_path, "parts", "duplicate", f"{part:012d}.jsonl")
-        storage.write_stream_atomic(path, merged_rows(runs), out)
+        summed = checksums.write_stream(path, merged_rows(runs), out)
         yield ds, part, path, sum(len(r.index) for r in runs), sum(
-            int(r.index["count"].sum()) for r in runs)
+            int(r.index["count"].sum()) for r in runs), summed
 
 
 class DuplicateIndex(beam.PTransform):
     """((dataset, bucket), hash entries or `hash_ref`s) -> duplicate parts:
-    (dataset, part, path, groups, samples). Only small references cross the group-bys;
+    (dataset, part, path, groups, samples, FileSum). Only small references cross the group-bys;
     the rows go through scratch files (`group_rows`)."""
 
     def __init__(self, plans: dict):

@@ -1,6 +1,8 @@
 """Finalize, inside the pipeline (a templated launch does not wait for the job): join
-index parts in order, write summaries and unit notices, drop temporary files, and
-write manifest.json last, so its presence means the build completed.
+index parts in order where they lie (server-side compose or copy: `core.files.compose`,
+their sums from the part writers, so no index byte is read here), write summaries and
+unit notices, drop temporary files, and write manifest.json last, so its presence means
+the build completed.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class FinalizeFn(beam.DoFn):
     def start_bundle(self):
         self._faults.start_bundle()
 
-    def process(self, ds, error, packed_plans, stats, index_parts, dup_parts, shards,
+    def process(self, ds, error, packed_plans, stats, file_parts, dup_parts, shards,
                 rejected, numbering):
         overflow_plans = packed_plans.unpack()
         if error is not None:
@@ -61,21 +63,21 @@ class FinalizeFn(beam.DoFn):
         def write(name, text):
             sums[name] = checksums.write_text(storage.join(out, name), text, out)
 
-        def concat(name, paths):
-            sums[name] = checksums.concat(storage.join(out, name), paths, out)
+        def join(name, parts):
+            sums.update(checksums.join_parts(out, name, parts))
 
-        parts = {}
-        for kind, name in (("sample", fmt.SAMPLE_INDEX), ("unk", fmt.UNK_INDEX),
-                           ("lossy", fmt.LOSSY_INDEX)):
-            parts[kind] = [p for _, p in sorted((key, path) for k, key, path in index_parts
-                                                if k == kind and key[0] == ds)]
-            if kind == "lossy" and parts[kind] and plan.on_lossy == "abort":
-                raise WorkerFailure(first_lossy(plan, parts[kind][0]))
-            concat(name, parts[kind])
-        dups = sorted((part, path, groups, samples)
-                      for d, part, path, groups, samples in dup_parts if d == ds)
-        concat(fmt.DUPLICATE_INDEX, [d[1] for d in dups])
-        concat(fmt.OVERFLOW_INDEX, [overflow_plans[ds].rows_path])  # written by the decision
+        parts = {}  # file name -> [(path, FileSum)] in order
+        for (d, name), number, path, summed in sorted(file_parts, key=lambda p: p[:2]):
+            if d == ds:
+                parts.setdefault(name, []).append((path, summed))
+        lossy = parts.get(fmt.LOSSY_INDEX)
+        if lossy and plan.on_lossy == "abort":
+            raise WorkerFailure(first_lossy(plan, lossy[0][0]))
+        for name in (fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.LOSSY_INDEX, fmt.DUPLICATE_INDEX):
+            join(name, parts.get(name, []))
+        dups = [(groups, samples) for d, _, _, groups, samples, _ in dup_parts if d == ds]
+        decided = overflow_plans[ds]  # its rows written and summed by the decision
+        join(fmt.OVERFLOW_INDEX, [(decided.rows_path, decided.rows_sum)])
         if plan.bad_rows.skip:
             write(fmt.REJECTED_INDEX, rejected_text)
 
@@ -83,7 +85,7 @@ class FinalizeFn(beam.DoFn):
         distribution = {int(k): v for k, v in summary["unit_distribution"].items()}
         write(fmt.HISTOGRAM, fmt.histogram_doc(distribution))
         write(fmt.STATS, fmt.stats_doc(summary, plan.token_dtype, plan.bytes_per_token,
-                                       sum(d[2] for d in dups), sum(d[3] for d in dups)))
+                                       sum(d[0] for d in dups), sum(d[1] for d in dups)))
         write(fmt.LENGTH_FIELD, fmt.length_field_doc(plan))
         for size in sizes:
             storage.makedirs(storage.join(out, fmt.unit_dir(size)))
@@ -115,7 +117,8 @@ class FinalizeFn(beam.DoFn):
 
 
 class Finalize(beam.PTransform):
-    """One finalize per dataset, after every shard and part exists (side inputs)."""
+    """One finalize per dataset, after every shard and part exists (side inputs); the
+    index parts arrive as `join_parts.PartsOfFiles` numbers them."""
 
     def __init__(self, plans, datasets, sides: dict, inputs: dict | None = None):
         super().__init__()
@@ -133,7 +136,7 @@ class Finalize(beam.PTransform):
                     beam.pvalue.AsSingleton(error),
                     beam.pvalue.AsSingleton(s["overflow_plans"]),
                     beam.pvalue.AsDict(s["stats"]),
-                    beam.pvalue.AsList(s["index_parts"]),
+                    beam.pvalue.AsList(s["file_parts"]),
                     beam.pvalue.AsList(s["dup_parts"]),
                     beam.pvalue.AsList(s["shards"]),
                     beam.pvalue.AsList(s["rejected"]),

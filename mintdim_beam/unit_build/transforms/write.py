@@ -78,12 +78,12 @@ class WriteIndexPartFn(beam.DoFn):
         dataset = self._plans[chunk_key[0]].dataset
         out = dataset.output_path
         path = part_path(dataset, kind, chunk_key)
-        storage.write_text_atomic(path, text, out)
-        yield kind, chunk_key, path
+        yield kind, chunk_key, path, checksums.write_text(path, text, out)
 
 
 class WriteIndexParts(beam.PTransform):
-    """Per-batch sample/unk rows -> part files, joined in order by Finalize."""
+    """Per-batch sample/unk/lossy rows -> part files, each summed as written: (kind,
+    chunk key, path, FileSum), joined in order where they lie by Finalize."""
 
     def __init__(self, plans: dict):
         super().__init__()
