@@ -475,6 +475,38 @@ def gcs_emulator(host: str = "127.0.0.1", prefix: tuple = ()):
         stop_emulator(proc, saved)
 
 
+@contextlib.contextmanager
+def counted_store(kind: str):
+    """The GCS ("gcs") or S3 ("s3") emulator behind `tools.counting_proxy`, this process
+    (and any it starts) pointed at the proxy: yields (root URL, filesystem, proxy),
+    the proxy counting every byte the clients send and receive, object by object."""
+    import fsspec
+
+    sys.path.insert(0, str(REPO / "tools"))
+    from counting_proxy import CountingProxy
+
+    port = free_port()
+    if kind == "gcs":
+        cmd = [str(EMULATOR_BIN / "gcp-storage-emulator"), "start", "--host", "127.0.0.1",
+               "--port", str(port), "--in-memory"]
+        env = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "FSSPEC_GCS_TOKEN": "anon",
+               "FSSPEC_GCS_PROJECT": "test"}
+    else:
+        cmd = [str(EMULATOR_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)]
+        env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+    with CountingProxy(port) as proxy:
+        env["STORAGE_EMULATOR_HOST" if kind == "gcs" else "FSSPEC_S3_ENDPOINT_URL"] = proxy.url
+        proc, saved = serve_emulator(cmd, port, env)
+        fsspec.AbstractFileSystem.clear_instance_cache()
+        fs = fsspec.filesystem("gs" if kind == "gcs" else "s3")
+        fs.mkdir("mintdim-test")
+        try:
+            yield ("gs" if kind == "gcs" else "s3") + "://mintdim-test", fs, proxy
+        finally:
+            stop_emulator(proc, saved)
+
+
 def record_cat_ranges(url: str, monkeypatch) -> list:
     """The byte ranges every `cat_ranges` call on `url`'s filesystem asks for, one list of
     (path, start, end) a call, appended as they happen: what a remote reader fetches.

@@ -37,6 +37,21 @@ def runs_of(element, plans: dict):
         yield (ds, name), number, [parts[i] for i in run]
 
 
+def join_run(paths: list[str], target: str, output_dir: str):
+    """The parts joined into `target` through this worker: their FileSum, taken as the
+    bytes pass (this is the one place a part's bytes are read back)."""
+    summer = checksums.Summer()
+
+    def chunks():
+        for part in paths:
+            data = storage.read_bytes(part)
+            summer.update(data)
+            yield data
+
+    storage.write_stream_atomic(target, chunks(), output_dir)
+    return summer.result()
+
+
 class JoinRunFn(beam.DoFn):
     """A run of several parts -> one scratch part, summed as it is written (named by
     its place, so a retry rewrites the same file); a run of one passes as it is."""
@@ -51,16 +66,8 @@ class JoinRunFn(beam.DoFn):
             return
         dataset = self._plans[ds].dataset
         path = storage.join(dataset.scratch_path, "parts", "joined", f"{name}-{number:09d}")
-        summer = checksums.Summer()
-
-        def chunks():
-            for _, part, _ in run:
-                data = storage.read_bytes(part)
-                summer.update(data)
-                yield data
-
-        storage.write_stream_atomic(path, chunks(), dataset.output_path)
-        yield (ds, name), number, path, summer.result()
+        summed = join_run([part for _, part, _ in run], path, dataset.output_path)
+        yield (ds, name), number, path, summed
 
 
 class PartsOfFiles(beam.PTransform):
