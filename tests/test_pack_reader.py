@@ -23,6 +23,13 @@ from mintdim_beam.core import errors
 SEQ = 64
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """Each test's readers share a cache of their own (a memory:// copy's would go to
+    the user's cache folder, kept across runs)."""
+    monkeypatch.setenv("MINTDIM_BEAM_READER_CACHE", str(tmp_path / "reader-cache"))
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     return chat_pack_inputs(tmp_path_factory, "packread")

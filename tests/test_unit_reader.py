@@ -20,6 +20,13 @@ from mintdim_beam.core import errors
 TOKENS = 512  # rows per global batch: 32 (unit 16), 16 (unit 32), 8 (unit 64)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """Each test's readers share a cache of their own (a memory:// copy's would go to
+    the user's cache folder, kept across runs)."""
+    monkeypatch.setenv("MINTDIM_BEAM_READER_CACHE", str(tmp_path / "reader-cache"))
+
+
 @pytest.fixture(scope="module")
 def templated(tmp_path_factory, tokenizers_dir) -> Path:
     """~300 records over three units, 7 per shard; overflow `skip` leaves gaps in the
@@ -714,10 +721,13 @@ def test_packed_last_drop_and_pad(templated):
 
 
 def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_path):
-    """Locally the plan takes each record's tokens from its own segment lengths in the
-    shard, so a wrong `token_count` in sample_index.jsonl changes nothing; a URL build's
-    plan takes them from sample_index.jsonl (reading every shard would fetch the whole
-    build), and the record that disagrees is named when it is read."""
+    """The plan takes each record's tokens from its own segment lengths in the shard,
+    locally and for a URL build (by byte ranges into the reader's cache, never from
+    sample_index.jsonl), so a wrong `token_count` in sample_index.jsonl changes nothing;
+    a record rewritten in place after the cache was written (its shard's size and mtime
+    kept) disagrees with the cached count, and is named when it is read."""
+    import os
+
     import fsspec
 
     copy = tmp_path / "counts"
@@ -728,20 +738,31 @@ def test_a_token_count_that_disagrees_with_the_record_is_named(templated, tmp_pa
     lines[3] = json.dumps(row)
     (copy / "sample_index.jsonl").write_text("\n".join(lines) + "\n")
     kw = dict(tokens_per_step=TOKENS, pack_length=PACK)
-    assert [b.input_ids.tolist() for b in UnitReader(str(copy), **kw)] == [
-        b.input_ids.tolist() for b in UnitReader(str(templated), **kw)]
+    expected = [b.input_ids.tolist() for b in UnitReader(str(templated), **kw)]
+    assert [b.input_ids.tolist() for b in UnitReader(str(copy), **kw)] == expected
     fs = fsspec.filesystem("memory")
     root = "memory://reader-test/counts"
     copy_to_memory_fs(copy, root)
     try:
-        reader = UnitReader(root, **kw)
-        with pytest.raises(errors.ShardRecordError) as info:
-            for _ in reader:
-                pass
+        assert [b.input_ids.tolist() for b in UnitReader(root, **kw, cache_dir=tmp_path / "c")] \
+            == expected
     finally:
         fs.rm("/reader-test", recursive=True)
-    assert "sample_index.jsonl token_count says" in info.value.kwargs["problem"]
-    assert info.value.kwargs["shard"].startswith(f"unit_{row['unit_size']}/")
+    layout = json.loads((copy / "length_field.json").read_text())
+    width = 1 + len(layout["sequence_template"]) + 32
+    path = copy / "unit_32/shard_000001.bin"
+    seen = path.stat()
+    data = np.fromfile(path, dtype="<u2").reshape(-1, width)
+    data[3, 1] -= 1  # its first segment one token shorter: still a valid record
+    data.tofile(path)
+    os.utime(path, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    reader = UnitReader(str(copy), **kw)
+    with pytest.raises(errors.ShardRecordError) as info:
+        for _ in reader:
+            pass
+    assert "the reader's cached token count says" in info.value.kwargs["problem"]
+    assert info.value.kwargs["shard"] == "unit_32/shard_000001.bin"
+    assert info.value.kwargs["row"] == 3
 
 
 def test_a_memory_copy_reads_the_same_packed_batches(templated):

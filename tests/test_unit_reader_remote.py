@@ -36,6 +36,13 @@ def built(tmp_path_factory, tokenizers_dir) -> Path:
                           samples=120, seed=21, long_every=7, per_shard=PER_SHARD)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """Each test's readers share a cache of its own (a bucket build's goes to the user's
+    cache folder otherwise, kept across runs)."""
+    monkeypatch.setenv("MINTDIM_BEAM_READER_CACHE", str(tmp_path / "reader-cache"))
+
+
 def _local_files(local: Path) -> dict:
     return {p.relative_to(local).as_posix(): p for p in sorted(local.rglob("*")) if p.is_file()}
 

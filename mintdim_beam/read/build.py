@@ -7,12 +7,13 @@ Records are fixed-width, so record i of a unit is row `i % S` of shard `i // S`
 memory-mapped (`np.memmap`, a few kept open, never read whole); URLs are read by byte
 ranges through `core.files.storage` (one `cat_ranges` call per batch, adjacent rows merged).
 
-Sample ids: `sample_index.jsonl` is the only place that maps a unit's records to
-sample ids. It is parsed once per build and process, on the first batch that asks for
-sample ids (or when a packing reader is made on a URL: packing needs every record's
-token count, which a local build gives faster from its shards, `token_counts`),
-into int64 arrays per unit (`read.sample_index`, chunked and vectorized); the arrays
-are cached per (build path, manifest fingerprint) in this process.
+Per-record facts (`read.facts`), each written once into the reader's cache
+(`read.cache`) and memory-mapped: every record's token count, read from the shards'
+own length slots (never from `sample_index.jsonl`, locally or for a URL), when a packed
+reader or `padding_fraction` first needs them; every record's sample id, from
+`sample_index.jsonl` (the only file that maps records to sample ids) when a batch's
+`sample_ids` are first asked for. Their names carry the shards' (or the index's) sizes
+and versions, so a shard changed since is read again.
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ import hashlib
 import json
 import os
 import re
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -30,13 +30,9 @@ from mintdim_beam.core.errors import ShardRecordError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.formats.mintdim import (HISTOGRAM, LENGTH_FIELD, MANIFEST, NP_DTYPES,
                                                SAMPLE_INDEX, record_bytes, shard_name)
-from mintdim_beam.read import sample_index
+from mintdim_beam.read import cache, facts, sample_index
 
 _OPEN_SHARDS = 64  # memory maps kept open (each holds a file descriptor)
-
-_SAMPLE_IDS: dict[tuple[str, str], dict[int, tuple[np.ndarray, np.ndarray]]] = {}
-_SAMPLE_IDS_LOCK = threading.Lock()
-_RECORD_TOKENS: dict[tuple[str, str], dict[int, np.ndarray]] = {}
 
 
 @dataclass(frozen=True)
@@ -58,13 +54,16 @@ class Build:
     segments: tuple[Segment, ...]
     samples_per_shard: int
     counts: dict[int, int]
+    cache_dir: str | None = None
+    versions: list = field(default_factory=list, repr=False)  # each shard's size and version
     _maps: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
 
     def __getstate__(self):
         """Pickled (to a DataLoader worker) without its memory maps: pickling an
-        np.memmap would copy the shard."""
+        np.memmap would copy the shard (or the cached facts)."""
         state = dict(self.__dict__)
-        state["_maps"] = OrderedDict()
+        state["_maps"], state["_cache"] = OrderedDict(), {}
         return state
 
     @property
@@ -85,50 +84,53 @@ class Build:
     def shard_count(self, unit: int) -> int:
         return -(-self.counts[unit] // self.samples_per_shard)
 
-    def sample_ids(self, unit: int) -> np.ndarray:
-        """The unit's sample ids by record ordinal (int64), parsed once per process."""
-        return self._index()[unit][0]
+    @property
+    def store(self) -> cache.Store:
+        """The reader's cache of this build (`read.cache.location`)."""
+        if "store" not in self._cache:
+            self._cache["store"] = cache.Store(cache.location(self.root, self.cache_dir, "unit",
+                                                              self.fingerprint))
+        return self._cache["store"]
+
+    def first_record(self, unit: int) -> int:
+        """The unit's first record in the global numbering (units ascending)."""
+        return sum(self.counts[u] for u in self.sizes if u < unit)
+
+    def facts(self) -> cache.Artifact:
+        """Every record's token count (`lengths`, global numbering) and each unit's
+        largest count and token total (`meta["max"]`, `meta["tokens"]`), written once
+        into the cache from the shards' length slots (`read.facts`)."""
+        if "facts" not in self._cache:
+            self._cache["facts"] = self.store.get(
+                f"lengths.{cache.digest(self.versions)}",
+                lambda folder: facts.write_lengths(self, folder))
+        return self._cache["facts"]
 
     def token_counts(self, unit: int) -> np.ndarray:
-        """The unit's records' token counts by ordinal (int64), what packing and the
-        padding figures need of every record. Local shards: each record's segment
-        lengths summed, read from the memory-mapped shards (one strided pass over the
-        length slots, about 0.1 s a million records on a warm page cache, where parsing
-        `sample_index.jsonl` takes seconds), magic and lengths checked as `records`
-        checks them; cached per build and process. A URL: `sample_index.jsonl`'s, from
-        the parse that gives the sample ids (reading every shard would fetch the build;
-        a record that disagrees is named when it is read)."""
-        if not self.is_local:
-            return self._index()[unit][1]
-        key = (self.root, self.fingerprint)
-        with _SAMPLE_IDS_LOCK:
-            cached = _RECORD_TOKENS.setdefault(key, {})
-            if unit not in cached:
-                cached[unit] = self._shard_tokens(unit)
-        return cached[unit]
+        """The unit's records' token counts by ordinal (uint16, or uint32 for units of
+        65,536 tokens and more), memory-mapped from the cache: each record's segment
+        lengths summed, magic and lengths checked, when the cache was written."""
+        lo = self.first_record(unit)
+        return self.facts()["lengths"][lo:lo + self.counts[unit]]
 
-    def _shard_tokens(self, unit: int) -> np.ndarray:
-        n, width = len(self.segments), self.width(unit)
-        out = np.empty(self.counts[unit], dtype=np.int64)
-        for shard in range(self.shard_count(unit)):
-            mm = self._memmap(unit, shard, width)
-            head = np.array(mm[:, :1 + n])  # magic and lengths: one pass over the map
-            tokens = head[:, 1].astype(np.int64)
-            for j in range(2, 1 + n):
-                tokens += head[:, j]
-            bad = np.flatnonzero((head[:, 0] != self.magic) | (tokens > unit))
-            if len(bad):
-                row = int(bad[0])
-                self._check(unit, mm[row:row + 1], np.array([shard]), np.array([row]))
-            out[shard * self.samples_per_shard:][:len(tokens)] = tokens
-        return out
-
-    def _index(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        key = (self.root, self.fingerprint)
-        with _SAMPLE_IDS_LOCK:
-            if key not in _SAMPLE_IDS:
-                _SAMPLE_IDS[key] = parse_sample_index(self)
-        return _SAMPLE_IDS[key]
+    def sample_ids(self, unit: int) -> np.ndarray:
+        """The unit's sample ids by record ordinal (int64), memory-mapped from the cache,
+        which `sample_index.jsonl` fills the first time sample ids are asked for (its
+        size and version looked up once per process)."""
+        if "ids" not in self._cache:
+            path = storage.join(self.root, SAMPLE_INDEX)
+            if self.is_local:
+                seen = cache.version(os.stat(path))
+            else:
+                fs = storage.filesystem(path)
+                fs.invalidate_cache(path)
+                seen = cache.version(fs.info(path))
+            self._cache["ids"] = self.store.get(
+                f"sample_ids.{cache.digest(seen)}",
+                lambda folder: facts.write_sample_ids(self, folder))["ids"]
+        ids = self._cache["ids"]
+        lo = self.first_record(unit)
+        return ids[lo:lo + self.counts[unit]]
 
     def records(self, unit: int, ordinals: np.ndarray) -> np.ndarray:
         """Records `ordinals` of `unit`, in that order, as (len, width) in the token
@@ -140,7 +142,7 @@ class Build:
             out = self._records_local(unit, shards, rows, width)
         else:
             out = self._records_remote(unit, shards, rows, width)
-        self._check(unit, out, shards, rows)
+        self.check_records(unit, out, shards, rows)
         return out
 
     def _records_local(self, unit, shards, rows, width) -> np.ndarray:
@@ -193,7 +195,9 @@ class Build:
             out[order[i:j]] = np.frombuffer(blob, dtype=self.dtype).reshape(j - i, width)
         return out
 
-    def _check(self, unit: int, out: np.ndarray, shards, rows) -> None:
+    def check_records(self, unit: int, out: np.ndarray, shards, rows) -> None:
+        """ShardRecordError naming the first of the records `out` (rows of `shards`,
+        their magic and length slots first) whose magic or lengths are wrong."""
         n = len(self.segments)
         bad_magic = out[:, 0] != self.magic
         lengths = out[:, 1:1 + n].astype(np.int64)
@@ -227,8 +231,9 @@ def _read(root: str, name: str) -> bytes:
     return storage.read_bytes(path)
 
 
-def open_build(path: str) -> Build:
-    """The build at `path` (a directory or URL holding `manifest.json`)."""
+def open_build(path: str, cache_dir: str | None = None) -> Build:
+    """The build at `path` (a directory or URL holding `manifest.json`); `cache_dir`:
+    where the reader's cache goes (`read.cache.location`)."""
     root = storage.resolve(str(path)).rstrip("/")
     try:
         manifest_bytes = _read(root, MANIFEST)
@@ -256,21 +261,24 @@ def open_build(path: str) -> Build:
                   dtype=NP_DTYPES[dtype_name], magic=int(layout["magic"]),
                   pad_id=int(layout["pad_token_id"]), segments=segments,
                   samples_per_shard=int(manifest["output"]["samples_per_shard"]),
-                  counts=counts)
+                  counts=counts, cache_dir=cache_dir)
     _check_shards(build)
     return build
 
 
 def _check_shards(build: Build) -> None:
     """Every shard the counts call for is there with exactly its records' bytes: one
-    stat per shard locally, one listing per unit for a URL."""
+    stat per shard locally, one listing per unit for a URL; each shard's size and
+    version kept (`build.versions`), what the cached token counts were read from."""
     for unit in build.sizes:
         nbytes = record_bytes(unit, len(build.segments), build.dtype.itemsize)
-        found = _shard_sizes(build, unit)
+        found = _shard_entries(build, unit)
         for shard in range(build.shard_count(unit)):
             path = build.shard_path(unit, shard)
             want = _shard_rows(build.counts[unit], build.samples_per_shard, shard) * nbytes
-            got = found.get(shard)
+            seen = found.get(shard)
+            got = None if seen is None else seen[0]
+            build.versions.append([unit, shard, *(seen or [])])
             if got != want:
                 what = "missing" if got is None else f"{got} bytes"
                 raise ShardRecordError(shard=shard_name(unit, shard), row=None,
@@ -278,12 +286,13 @@ def _check_shards(build: Build) -> None:
                                                f"({path}; histogram.json and samples_per_shard)")
 
 
-def _shard_sizes(build: Build, unit: int) -> dict[int, int]:
+def _shard_entries(build: Build, unit: int) -> dict[int, list]:
+    """shard -> its size and version (`cache.version`) for the shards found."""
     if build.is_local:
         sizes = {}
         for shard in range(build.shard_count(unit)):
             try:
-                sizes[shard] = os.path.getsize(build.shard_path(unit, shard))
+                sizes[shard] = cache.version(os.stat(build.shard_path(unit, shard)))
             except FileNotFoundError:
                 pass
         return sizes
@@ -298,7 +307,7 @@ def _shard_sizes(build: Build, unit: int) -> dict[int, int]:
     for entry in entries:
         match = re.search(r"shard_(\d{6})\.bin$", entry["name"])
         if match:
-            sizes[int(match.group(1))] = int(entry["size"])
+            sizes[int(match.group(1))] = cache.version(entry)
     return sizes
 
 

@@ -13,6 +13,10 @@
   are not read that epoch).
 - Rank r of W takes rows `[r*rows/W, (r+1)*rows/W)` of each global batch, so the
   rows of all ranks in rank order are the global batch, whatever W.
+
+The reader keeps the two shuffles in its cache (`read.cache`), memory-mapped: `Steps`
+finds global step k's unit and index from the step shuffle alone (one bisection), so
+no per-step or per-record array of the epoch is held in memory.
 """
 from __future__ import annotations
 
@@ -47,17 +51,46 @@ class EpochPlan:
         return len(self.units)
 
 
+def step_counts(counts: dict[int, int], tokens_per_step: int, last: str) -> dict[int, int]:
+    """Each unit's steps in an epoch (units ascending)."""
+    return {unit: unit_steps(counts[unit], rows_per_step(tokens_per_step, unit), last)
+            for unit in sorted(counts)}
+
+
+def step_shuffle(steps: int, seed: int, epoch: int) -> np.random.Generator:
+    """The generator whose `permutation(steps)` orders the epoch's step list."""
+    return generator(seed, epoch, 0, 0)
+
+
 def epoch_plan(counts: dict[int, int], tokens_per_step: int, seed: int, epoch: int,
                last: str) -> EpochPlan:
     units, index = [], []
-    for unit in sorted(counts):
-        n = unit_steps(counts[unit], rows_per_step(tokens_per_step, unit), last)
+    for unit, n in step_counts(counts, tokens_per_step, last).items():
         units.append(np.full(n, unit, dtype=np.int64))
         index.append(np.arange(n, dtype=np.int64))
     units = np.concatenate(units) if units else np.zeros(0, dtype=np.int64)
     index = np.concatenate(index) if index else np.zeros(0, dtype=np.int64)
-    shuffle = generator(seed, epoch, 0, 0).permutation(len(units))
+    shuffle = step_shuffle(len(units), seed, epoch).permutation(len(units))
     return EpochPlan(units=units[shuffle], index=index[shuffle])
+
+
+class Steps:
+    """An epoch's step list as `epoch_plan` orders it, from its shuffle (`shuffle[k]` is
+    global step k's place in the list of units' steps, units ascending): `step(k)` is
+    (unit, that unit's step index), without an array per step."""
+
+    def __init__(self, steps: dict[int, int], shuffle: np.ndarray):
+        self.sizes = list(steps)
+        self.starts = np.cumsum([0, *steps.values()], dtype=np.int64)
+        self.shuffle = shuffle
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def step(self, k: int) -> tuple[int, int]:
+        at = int(self.shuffle[k])
+        u = int(np.searchsorted(self.starts, at, side="right")) - 1
+        return self.sizes[u], at - int(self.starts[u])
 
 
 def unit_permutation(count: int, seed: int, epoch: int, unit: int) -> np.ndarray:

@@ -14,12 +14,14 @@ the way `GPTDataset` plans its one epoch (its behaviour, not its code):
 - the same random state then shuffles `arange(samples)` (uint32 below 2**32 - 1
   samples): the shuffle index, the order samples are read in.
 So epoch 0's sample j is `GPTDataset(seed)[j]`'s `seq_len + 1` ids exactly
-(tests_interop/test_pack_reader_megatron.py checks it). The plan is each shuffled
-document's start in the stream and its address less that start (8 + 8 bytes a
-document), the sample order and Megatron's sample index (each sample's first document;
-4 + 4 bytes a sample), made again from (seed, epoch) on every reader: resuming
-computes, nothing is replayed. A batch is then a few hundred document pieces, one
-index of their addresses, one gather.
+(tests_interop/test_pack_reader_megatron.py checks it). The plan is the document order
+(4 bytes a document), each shuffled document's start in the stream (8), the sample
+order and Megatron's sample index (each sample's first document; 4 + 4 bytes a sample),
+as megatron-core's document, sample and shuffle indices: made from (seed, epoch) once
+per (seed, epoch, seq_len) into the reader's cache (`read.cache`) and memory-mapped by
+every reader after, so a rank holds the pages its batches touch, and resuming opens
+files, nothing is replayed. A batch is then a few hundred document pieces, one index of
+their addresses, one gather.
 
 Ranks: step k is global samples `[k*G, (k+1)*G)` of the epoch's order, G = batch_size *
 world_size, rank r taking `[k*G + r*batch_size, ...)`: the same global sequence for any
@@ -38,7 +40,7 @@ from functools import cached_property
 import numpy as np
 
 from mintdim_beam.core.errors import ReaderArgumentError, ReaderStateError
-from mintdim_beam.read import checks
+from mintdim_beam.read import cache, checks
 from mintdim_beam.read.pack_store import PackStore
 
 STATE_VERSION = 1
@@ -98,7 +100,7 @@ class PackReader:
     whose global batch divides the position); `set_epoch(e)` starts epoch e."""
 
     def __init__(self, out, seq_len: int, *, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, batch_size: int = 1):
+                 world_size: int = 1, batch_size: int = 1, cache_dir: str | None = None):
         self.world_size = checks.argument("world_size", world_size, 1, 1 << 20)
         self.rank = checks.argument("rank", rank, 0, self.world_size - 1,
                                     ("below world_size", "nhỏ hơn world_size"))
@@ -107,7 +109,7 @@ class PackReader:
                                      "phạm vi của numpy.random.RandomState"))
         self.batch_size = checks.argument("batch_size", batch_size, 1, 1 << 24)
         checks.argument("seq_len", seq_len, 1, None)
-        self.build = PackStore(out)
+        self.build = PackStore(out, cache_dir)
         self.seq_len = int(seq_len)
         self.samples = (self.build.tokens - 1) // self.seq_len if self.build.tokens else 0
         self.global_batch = self.batch_size * self.world_size
@@ -132,28 +134,51 @@ class PackReader:
     def _plan(self):
         """(document order, each of its documents' first token in the stream and the
         stream's end, sample order, each stream sample's first document in that order
-        and the next sample's) of the current epoch, made once per epoch."""
+        and the next sample's) of the current epoch, from the cache (made there once)."""
         if self._plan_epoch is None or self._plan_epoch[0] != self.epoch:
-            rs = np.random.RandomState(self.seed if self.epoch == 0 else [self.seed, self.epoch])
-            order = np.arange(len(self.build.lengths), dtype=np.int32)
-            rs.shuffle(order)
-            starts = np.zeros(len(order) + 1, dtype=np.int64)
-            np.cumsum(self.build.lengths[order], dtype=np.int64, out=starts[1:])
-            dtype = np.uint32 if self.samples < np.iinfo(np.uint32).max - 1 else np.int64
-            shuffle = np.arange(self.samples, dtype=dtype)
-            rs.shuffle(shuffle)
-            # Megatron's sample index: the document holding each sample's first token
-            # (a sample's last token is the next one's first), one sorted search
-            first = np.searchsorted(starts, np.arange(self.samples + 1, dtype=np.int64)
-                                    * self.seq_len, side="right") - 1
-            # each document's address less its stream position, in the order: a batch
-            # reads a few hundred, in runs, where through `order` they are at random
-            shift = self.build.pointers[order]
-            shift //= self.build.dtype.itemsize
-            shift -= starts[:-1]
-            self._plan_epoch = (self.epoch, shift, starts, shuffle,
-                                first.astype(np.int32 if len(order) < 1 << 31 else np.int64))
+            made = self.build.store.get(
+                f"plan.{self.build.key}.s{self.seed}.q{self.seq_len}.e{self.epoch}",
+                self._write_plan)
+            self._plan_epoch = (self.epoch, made["order"], made["stream"], made["shuffle"],
+                                made["holder"])
         return self._plan_epoch[1:]
+
+    def _write_plan(self, folder: str) -> None:
+        """The epoch's plan into a cache folder, as Megatron makes it: one random state
+        shuffles the documents (`arange` as int32), then the samples (uint32 below
+        2**32 - 1 of them); the stream's starts and the sample index a chunk at a time
+        (`cache.CHUNK` documents), so the writer holds a chunk, not the epoch."""
+        lengths = self.build.lengths
+        docs = len(lengths)
+        rs = np.random.RandomState(self.seed if self.epoch == 0 else [self.seed, self.epoch])
+        cache.shuffled(folder, "order", docs, rs, np.int32)
+        order = np.load(f"{folder}/order.npy", mmap_mode="r")
+        with cache.Writer(folder, "stream", np.int64, docs + 1) as out:
+            out.append(np.zeros(1, np.int64))
+            carry = 0
+            for _, piece in cache.chunks(order):
+                ends = np.cumsum(lengths[piece], dtype=np.int64)
+                ends += carry
+                out.append(ends)
+                carry = int(ends[-1])
+        del order
+        dtype = np.uint32 if self.samples < np.iinfo(np.uint32).max - 1 else np.int64
+        cache.shuffled(folder, "shuffle", self.samples, rs, dtype)
+        # Megatron's sample index: the document holding each sample's first token (a
+        # sample's last token is the next one's first): within each chunk of documents,
+        # the samples that start in it, by one sorted search of its starts
+        stream = np.load(f"{folder}/stream.npy", mmap_mode="r")
+        with cache.Writer(folder, "holder", np.int32 if docs < 1 << 31 else np.int64,
+                          self.samples + 1) as out:
+            for lo in range(0, docs, cache.CHUNK):
+                starts = np.asarray(stream[lo:lo + cache.CHUNK + 1])
+                first = -(-int(starts[0]) // self.seq_len)
+                end = min(self.samples + 1, -(-int(starts[-1]) // self.seq_len))
+                if first < end:
+                    at = np.arange(first, end, dtype=np.int64) * self.seq_len
+                    out.put(first, lo + np.searchsorted(starts, at, side="right") - 1)
+        del stream
+        self.build.documents().release()  # what gathering the lengths touched
 
     def __getstate__(self):
         """Without the plan (tens of MB for millions of documents): a DataLoader worker
@@ -178,7 +203,7 @@ class PackReader:
         return self._samples_at(sample_ids)
 
     def _samples_at(self, sample_ids: np.ndarray) -> tuple[np.ndarray, tuple]:
-        shifts, starts, _, holder = self._plan()
+        order, starts, _, holder = self._plan()
         rows, width = len(sample_ids), self.seq_len + 1
         lo = sample_ids * self.seq_len  # each sample's first token in the stream
         first = holder[sample_ids]  # the document holding it (its place in the order)
@@ -187,7 +212,7 @@ class PackReader:
         row_first = ends - counts  # each sample's first piece
         d = np.repeat(first - row_first, counts)
         d += self._range(int(ends[-1]))  # each piece's document, its place in the order
-        shift = shifts[d]  # stream position + shift = address, within a document
+        shift = self.build.starts[order[d]] - starts[d]  # stream position + shift = address
         a = starts[d]  # each piece's document's first token in the stream, then its own
         a[row_first] = lo
         sizes = starts[d + 1]

@@ -1,18 +1,24 @@
 """A pack-build output's files for `PackReader`: the manifest, each shard's `.idx`
 lengths and pointers, and the `.bin` tokens of document pieces.
 
-Opening reads only what a reader needs, since it is paid on every start and resume:
-locally each `.idx`'s lengths and pointers (two reads; the document index after them,
-40% of the file, is never read) and each size (one stat); for a URL one listing (every
-size) and one `cat_ranges` call for every shard's header, lengths and pointers.
+Opening reads the manifest and each shard's size (one stat of each file locally, one
+listing for a URL), since it is paid on every start and resume. Each document's length
+and first token (`lengths`, `starts`) are facts written once into the reader's cache
+(`read.cache`, named by the shards' sizes and versions) and memory-mapped: the first
+open reads each `.idx`'s lengths and pointers (never its document index after them, 40%
+of the file) in blocks of 4M documents, checks every pointer against the lengths, and
+writes them; later opens, and every other rank, read none of it. For a URL the first
+open asks for every shard's header, lengths and pointers in one `cat_ranges` call
+(in calls of about 64 MB for a large build).
 
 The shards' `.bin` files are one address space (shard k's tokens after shard k-1's),
 so a piece of a document is an address and a size whatever its shard. Tokens: locally
 one index and one gather from the memory-mapped `.bin` (with several shards touched,
 the pieces sorted by shard and one gather each), for a URL one `cat_ranges` call per
-batch. fsspec and hashlib are imported only when needed."""
+batch. fsspec is imported only when needed."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
@@ -22,61 +28,57 @@ import numpy as np
 from mintdim_beam.core.errors import ReaderArgumentError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.formats import megatron
+from mintdim_beam.read import cache
 
 PIPELINE = "pack-build"
+BLOCK_DOCS = 1 << 22  # documents of an .idx read at once: 48 MB of lengths and pointers
+CALL_BYTES = 64 << 20  # bytes of .idx files one cat_ranges call asks for
 
 
 class PackStore:
     """A pack-build output: documents numbered across shards in shard-name order, each
-    with its length (`lengths`, int32) and its first byte in the shards' address space
-    (`pointers`, int64)."""
+    with its length (`lengths`, int32) and its first token in the shards' address space
+    (`starts`, int64, one more: the tokens' end), memory-mapped from the cache."""
 
-    def __init__(self, path):
+    def __init__(self, path, cache_dir=None):
         self.root = storage.resolve(str(path)).rstrip("/")
         self.is_url = storage.is_url(self.root)
         self._manifest = self._read_manifest(str(path))
+        self.fingerprint = hashlib.sha256(self._manifest).hexdigest()
         manifest = json.loads(self._manifest)
         self.dtype = np.dtype(manifest["dtype"])
         self.eod = int(manifest["eod"]["id"])
         self.names = [s["name"] for s in manifest["shards"]]
-        wanted = [int(s["documents"]) for s in manifest["shards"]]
-        opened = self._open_remote() if self.is_url else self._open_local()
-        lengths, pointers, bin_bytes = [], [], []
-        for k, (dtype, length, pointer, size) in enumerate(opened):
-            if len(length) != wanted[k] or dtype != self.dtype.name:
-                raise ValueError(f"{self._path(k, '.idx')}: {len(length)} {dtype} documents, "
-                                 f"manifest.json says {wanted[k]} {self.dtype.name}")
-            want = int(length.sum(dtype=np.int64)) * self.dtype.itemsize
-            if size != want:
-                raise ValueError(f"{self._path(k, '.bin')}: {size} bytes, its .idx needs {want}")
-            _check_pointers(self._path(k, ".idx"), length, pointer, self.dtype.itemsize)
-            lengths.append(length)
-            pointers.append(pointer)
-            bin_bytes.append(size)
+        self._wanted = [int(s["documents"]) for s in manifest["shards"]]
+        entries = self._listing()
+        self._idx_sizes = [int(e[0][0]) for e in entries]
+        bin_bytes = [int(e[1][0]) for e in entries]
         # shard k's first byte and first token in the address space; one past the end last
         self.byte_starts = np.zeros(len(self.names) + 1, dtype=np.int64)
         np.cumsum(bin_bytes, out=self.byte_starts[1:])
         self.token_starts = self.byte_starts // self.dtype.itemsize
         self.tokens = int(self.token_starts[-1])
-        if len(lengths) == 1:
-            self.lengths, self.pointers = lengths[0], pointers[0]
-        else:
-            self.lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
-            self.pointers = (np.concatenate([p + s for p, s in zip(pointers, self.byte_starts)])
-                             if pointers else np.zeros(0, np.int64))
+        self.key = cache.digest(entries)
+        self.store = cache.Store(cache.location(self.root, cache_dir, "pack", self.fingerprint))
+        self._documents = None
+        self.documents()  # written (and every .idx checked) when first opened
         self._maps: dict[int, np.ndarray] = {}
         self._ahead = np.arange(3) * max(1, 64 // self.dtype.itemsize)  # 3 cache lines
         self._arange = np.arange(0)
-        self._fingerprint = None
+
+    def documents(self) -> cache.Artifact:
+        """Each document's `lengths` and `starts` (see the class docstring)."""
+        if self._documents is None:
+            self._documents = self.store.get(f"documents.{self.key}", self._write_documents)
+        return self._documents
 
     @property
-    def fingerprint(self) -> str:
-        """The manifest's sha256: what a state was saved on (hashlib on first use)."""
-        if self._fingerprint is None:
-            import hashlib
+    def lengths(self) -> np.ndarray:
+        return self.documents()["lengths"]
 
-            self._fingerprint = hashlib.sha256(self._manifest).hexdigest()
-        return self._fingerprint
+    @property
+    def starts(self) -> np.ndarray:
+        return self.documents()["starts"]
 
     def _path(self, shard: int, ext: str) -> str:
         return storage.join(self.root, self.names[shard] + ext)
@@ -99,56 +101,85 @@ class PackStore:
                                       allowed=allowed)
         return raw
 
-    # --- opening: (dtype, lengths, pointers, .bin size) per shard ---------------------
-
-    def _open_local(self) -> list:
-        opened = []
-        for k in range(len(self.names)):
-            path = self._path(k, ".idx")
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                dtype, count, _ = _header(path, handle.read(megatron.HEADER_BYTES), size)
-                # read, not mapped: the plan gathers every length and a batch a few
-                # hundred pointers at random, 2-3x slower through a map's small pages
-                lengths = np.fromfile(handle, dtype="<i4", count=count)
-                pointers = np.fromfile(handle, dtype="<i8", count=count)
-            if len(pointers) != count:
-                raise ValueError(f"{path}: shorter than its header says")
-            opened.append((dtype, lengths, pointers, os.stat(self._path(k, ".bin")).st_size))
-        return opened
-
-    def _open_remote(self) -> list:
+    def _listing(self) -> list:
+        """Each shard's (.idx, .bin) size and version (`cache.version`)."""
+        if not self.is_url:
+            return [[cache.version(os.stat(self._path(k, ext))) for ext in (".idx", ".bin")]
+                    for k in range(len(self.names))]
         fs = storage.filesystem(self.root)
         fs.invalidate_cache(self.root)  # the build may be newer than this process's listing
-        sizes = {posixpath.basename(e["name"].rstrip("/")): int(e["size"])
+        found = {posixpath.basename(e["name"].rstrip("/")): e
                  for e in fs.ls(self.root, detail=True)}
+        out = []
         for k, name in enumerate(self.names):
             for ext in (".idx", ".bin"):
-                if name + ext not in sizes:
+                if name + ext not in found:
                     raise FileNotFoundError(f"{self._path(k, ext)}: missing")
+            out.append([cache.version(found[name + ext]) for ext in (".idx", ".bin")])
+        return out
+
+    # --- the documents, checked and written once -------------------------------------
+
+    def _write_documents(self, folder: str) -> dict:
+        """`lengths.npy` and `starts.npy` from every `.idx`, shard by shard and block by
+        block: each shard's count and dtype against the manifest, its `.bin` size
+        against its lengths, each pointer against the lengths before it."""
+        item = self.dtype.itemsize
+        total = sum(self._wanted)
+        with cache.Writer(folder, "lengths", np.int32, total) as lengths, \
+                cache.Writer(folder, "starts", np.int64, total + 1) as starts:
+            token = 0
+            for k, (dtype, count, read) in enumerate(self._indexes()):
+                if count != self._wanted[k] or dtype != self.dtype.name:
+                    raise ValueError(f"{self._path(k, '.idx')}: {count} {dtype} documents, "
+                                     f"manifest.json says {self._wanted[k]} {self.dtype.name}")
+                blocks = [(a, min(count, a + BLOCK_DOCS)) for a in range(0, count, BLOCK_DOCS)]
+                whole = read(0, count) if len(blocks) == 1 else None
+                want = (int(whole[0].sum(dtype=np.int64)) if whole is not None else
+                        sum(int(read(a, b)[0].sum(dtype=np.int64)) for a, b in blocks)) * item
+                size = int(self.byte_starts[k + 1] - self.byte_starts[k])
+                if size != want:
+                    raise ValueError(f"{self._path(k, '.bin')}: {size} bytes, its .idx needs {want}")
+                at = 0  # bytes of the shard's documents before the block
+                for a, b in blocks:
+                    length, pointer = whole if whole is not None else read(a, b)
+                    at = _check_pointers(self._path(k, ".idx"), length, pointer, item, a, at)
+                    ends = np.cumsum(length, dtype=np.int64)
+                    starts.append(token + ends - length)
+                    lengths.append(length)
+                    token += int(ends[-1]) if len(ends) else 0
+            starts.append(np.array([token], dtype=np.int64))
+        return {"documents": total, "tokens": token}
+
+    def _indexes(self):
+        """(dtype, count, read(a, b) -> documents a..b's lengths and pointers) per shard."""
+        if not self.is_url:
+            for k in range(len(self.names)):
+                path = self._path(k, ".idx")
+                with open(path, "rb") as handle:
+                    head = handle.read(megatron.HEADER_BYTES)
+                dtype, count, _ = _header(path, head, self._idx_sizes[k])
+                yield dtype, count, _local_reader(path, count)
+            return
+        fs = storage.filesystem(self.root)
         paths = [self._path(k, ".idx") for k in range(len(self.names))]
-        idx_sizes = [sizes[n + ".idx"] for n in self.names]
         # a pack-build .idx has one document per sequence: its size gives the count, so
         # the header, lengths and pointers of every shard come in one request
-        guess = [max(0, (s - megatron.HEADER_BYTES - 8) // 20) for s in idx_sizes]
-        blobs = _ranges(fs, paths, [0] * len(paths),
-                        [megatron.HEADER_BYTES + 12 * c for c in guess], idx_sizes)
-        opened = []
-        for k, (path, blob, size) in enumerate(zip(paths, blobs, idx_sizes)):
+        guess = [megatron.HEADER_BYTES + 12 * max(0, (s - megatron.HEADER_BYTES - 8) // 20)
+                 for s in self._idx_sizes]
+        if sum(guess) > CALL_BYTES:  # a large build: the headers first, then blocks
+            guess = [megatron.HEADER_BYTES] * len(paths)
+        blobs = _ranges(fs, paths, [0] * len(paths), guess, self._idx_sizes)
+        for path, blob, size in zip(paths, blobs, self._idx_sizes):
             dtype, count, _ = _header(path, blob, size)
-            if megatron.HEADER_BYTES + 12 * count > len(blob):  # not one document a sequence
-                blob = _ranges(fs, [path], [0], [megatron.HEADER_BYTES + 12 * count], [size])[0]
-            at = megatron.HEADER_BYTES
-            opened.append((dtype, np.frombuffer(blob, "<i4", count, at),
-                           np.frombuffer(blob, "<i8", count, at + 4 * count),
-                           sizes[self.names[k] + ".bin"]))
-        return opened
+            yield dtype, count, _remote_reader(fs, path, count, blob)
 
     # --- tokens -----------------------------------------------------------------------
 
     def __getstate__(self):
+        """Without the memory maps (pickling one would copy it): a copy maps again."""
         state = dict(self.__dict__)
-        state["_maps"], state["_arange"] = {}, np.arange(0)
+        state["_maps"], state["_arange"], state["_documents"] = {}, np.arange(0), None
         return state
 
     def _map(self, shard: int) -> np.ndarray:
@@ -217,18 +248,52 @@ class PackStore:
         return np.frombuffer(b"".join(blobs), dtype=self.dtype).astype(np.int64)
 
 
-def _check_pointers(path: str, lengths: np.ndarray, pointers: np.ndarray, item: int) -> None:
+def _check_pointers(path: str, lengths: np.ndarray, pointers: np.ndarray, item: int,
+                    first: int = 0, at: int = 0) -> int:
     """A pack-build writes each shard's documents one after another: a pointer anywhere
     else (a corrupt .idx) would read other tokens silently, so it is refused here (a few
-    ms a million documents)."""
+    ms a million documents). Documents `first...` of the shard, the first at byte `at`;
+    returns the byte after the last."""
     expected = np.zeros(len(lengths), dtype=np.int64)
     np.cumsum(lengths[:-1], out=expected[1:])
     expected *= item
+    expected += at
     bad = np.flatnonzero(pointers != expected)
     if len(bad):
         i = int(bad[0])
-        raise ValueError(f"{path}: document {i} starts at byte {int(pointers[i])}, its lengths "
-                         f"put it at {int(expected[i])}")
+        raise ValueError(f"{path}: document {first + i} starts at byte {int(pointers[i])}, "
+                         f"its lengths put it at {int(expected[i])}")
+    return at + int(lengths.sum(dtype=np.int64)) * item
+
+
+def _local_reader(path: str, count: int):
+    def read(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        with open(path, "rb") as handle:
+            handle.seek(megatron.HEADER_BYTES + 4 * a)
+            lengths = np.fromfile(handle, dtype="<i4", count=b - a)
+            handle.seek(megatron.HEADER_BYTES + 4 * count + 8 * a)
+            pointers = np.fromfile(handle, dtype="<i8", count=b - a)
+        if len(pointers) != b - a:
+            raise ValueError(f"{path}: shorter than its header says")
+        return lengths, pointers
+
+    return read
+
+
+def _remote_reader(fs, path: str, count: int, blob: bytes):
+    """Documents a..b's lengths and pointers: from `blob` when it holds them all (the
+    one-request open), else by one `cat_ranges` call of two ranges."""
+    at = megatron.HEADER_BYTES
+
+    def read(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        if at + 12 * count <= len(blob):
+            return (np.frombuffer(blob, "<i4", b - a, at + 4 * a),
+                    np.frombuffer(blob, "<i8", b - a, at + 4 * count + 8 * a))
+        got = _ranges(fs, [path, path], [at + 4 * a, at + 4 * count + 8 * a],
+                      [at + 4 * b, at + 4 * count + 8 * b])
+        return np.frombuffer(got[0], "<i4"), np.frombuffer(got[1], "<i8")
+
+    return read
 
 
 def _header(path: str, head: bytes, size: int) -> tuple[str, int, int]:

@@ -18,9 +18,9 @@ Per row of `pack_length` slots, the records one after another, then padding:
   flattened to `rows * pack_length` tokens: every record, and every row's padding as a
   segment of its own, so the segments cover the flattened batch exactly; `max_seqlen`.
 
-The token counts the plan used (from the shards themselves locally; from
-sample_index.jsonl for a URL) are checked against each record's segment lengths as it
-is read: a record that disagrees is a ShardRecordError."""
+The token counts the plan used (the reader's cache of the shards' own length slots,
+`read.facts`) are checked against each record's segment lengths as it is read: a record
+that disagrees (its shard changed in place since) is a ShardRecordError."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,21 +48,22 @@ def _slots(size: int) -> np.ndarray:
     return _SLOTS[size]
 
 
-def assemble_steps(build, steps: list, pack_length: int, lengths: np.ndarray,
-                   offsets: np.ndarray, targets: np.ndarray, ignore_id: int) -> list[dict]:
-    """The arrays of each step `(records, per_row, rows)`: `rows` rows holding global
-    `records` row by row (`per_row[i]` in row i, rows past `len(per_row)` empty: only
-    the last step may end with them); `lengths` and `offsets` index the global
-    numbering. Several steps are made as one and cut into each step's arrays (views):
+def assemble_steps(build, steps: list, pack_length: int, offsets: np.ndarray,
+                   targets: np.ndarray, ignore_id: int) -> list[dict]:
+    """The arrays of each step `(records, per_row, rows, lengths)`: `rows` rows holding
+    global `records` row by row (`per_row[i]` in row i, rows past `len(per_row)` empty:
+    only the last step may end with them), `lengths` the records' token counts as the
+    plan took them; `offsets` are each unit's first record in the global numbering. Several steps are made as one and cut into each step's arrays (views):
     a reader going through an epoch reads a few steps' records with one gather per
     (unit, shard) and one pass of each kind, where one step at a time pays them per
     step (a 65,536-token step's records lie in about 48 of the 1M build's 52 shards).
     Each step's arrays are the ones it gets made alone."""
     records = np.concatenate([s[0] for s in steps])
+    lens = np.concatenate([s[3] for s in steps])
     per_row = np.concatenate([np.concatenate([s[1], np.zeros(s[2] - len(s[1]), np.int64)])
                               for s in steps])
     step_rows = [s[2] for s in steps]
-    return _split(_assemble(build, records, per_row, sum(step_rows), pack_length, lengths,
+    return _split(_assemble(build, records, per_row, sum(step_rows), pack_length, lens,
                             offsets, targets, ignore_id), step_rows, pack_length)
 
 
@@ -90,7 +91,7 @@ def _split(out: dict, step_rows: list, pack_length: int) -> list[dict]:
 
 
 def _assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_length: int,
-              lengths: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
+              lens: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
               ignore_id: int) -> dict:
     """`assemble_steps`'s work on the steps' rows together; empty rows (no record)
     only at the end.
@@ -103,7 +104,6 @@ def _assemble(build, records: np.ndarray, per_row: np.ndarray, rows: int, pack_l
     made from the segments on first use (`Batch`)."""
     n, k = len(build.segments), len(records)
     size = rows * pack_length
-    lens = lengths[records]
     unit_index = np.searchsorted(offsets, records, side="right") - 1
     units = np.asarray(sorted(build.counts), dtype=np.int64)[unit_index]
     ordinals = records - offsets[unit_index]
@@ -213,7 +213,7 @@ def _read(build, units: np.ndarray, ordinals: np.ndarray, lens: np.ndarray,
         if len(bad):
             i = int(bad[0])
             unit = int(unit_sorted[i])
-            build._check(unit, source[at[i]:at[i + 1]].reshape(1, -1), shard_sorted[i:i + 1],
+            build.check_records(unit, source[at[i]:at[i + 1]].reshape(1, -1), shard_sorted[i:i + 1],
                          row_sorted[i:i + 1])  # raises
     else:  # a URL, or no records
         parts, at = [], 0
@@ -242,4 +242,5 @@ def _check_counts(build, unit: int, ordinals: np.ndarray, found: np.ndarray,
         shard, row = divmod(int(ordinals[k]), build.samples_per_shard)
         raise ShardRecordError(shard=shard_name(unit, shard), row=row,
                                problem=f"segment lengths add up to {int(found[k])}, "
-                                       f"sample_index.jsonl token_count says {int(planned[k])}")
+                                       f"the reader's cached token count says {int(planned[k])} "
+                                       f"(the shard changed since the cache was written)")

@@ -26,17 +26,26 @@ or replayed. Windows are packed alone, so the plan is made a window at a time
 million records here), each window when a row of it is first needed (about 2.5 ms for
 10,000 records), its first row the sum of the rows of the windows before it. The first
 step packs one window; a resume whose state names its window packs that window;
-`len()` packs them all (about 0.2 s a million records). Memory: 12 bytes a record.
+`len()` packs them all (about 0.2 s a million records).
+
+Given the reader's cache (`store`), the order, the lengths in that order, the windows'
+cuts and, once `len()` has packed every window, each window's first row are written
+once per (seed, epoch) into it (`read.cache`) and memory-mapped: a rank holds the
+windows it packs (the last few, `KEEP_WINDOWS`), not 12 bytes a record, and a later
+start or resume of that epoch opens them. Without one (arrays given here) they are
+made in memory: 20 bytes a record.
 """
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from collections import OrderedDict
 
 import numpy as np
 
-from mintdim_beam.read import order
+from mintdim_beam.read import cache, order
 
 PACK_STREAM = 2
+KEEP_WINDOWS = 64  # packed windows kept, the last used: a pack-ahead group's and more
 _SHIFT = 32  # a room and a row id in one int key: (room << 32) | row
 _ROW_MASK = (1 << _SHIFT) - 1
 
@@ -111,6 +120,41 @@ def window_ids(lengths_in_order: np.ndarray, window_tokens: int) -> np.ndarray:
     return (ends - lengths_in_order) // window_tokens
 
 
+def window_cuts(lengths_in_order: np.ndarray, window_tokens: int) -> np.ndarray:
+    """Where the windows start in the order, and its end: the first record whose first
+    token is at or past each multiple of `window_tokens` (found by bisection), a chunk
+    of the order at a time (one chunk's running sums in memory, not the order's)."""
+    n = len(lengths_in_order)
+    found, carry, multiple = [np.zeros(0, np.int64)], 0, window_tokens
+    for lo, piece in cache.chunks(lengths_in_order):
+        ends = np.cumsum(piece, dtype=np.int64)
+        ends += carry
+        firsts = ends - piece
+        top = int(firsts[-1])
+        if multiple <= top:
+            values = np.arange(multiple, top + 1, window_tokens, dtype=np.int64)
+            found.append(lo + np.searchsorted(firsts, values))
+            multiple = int(values[-1]) + window_tokens
+        carry = int(ends[-1])
+    cuts = np.unique(np.concatenate(found))
+    if not n:
+        return np.zeros(1, np.int64)
+    return np.concatenate(([0], cuts[(cuts > 0) & (cuts < n)], [n])).astype(np.int64)
+
+
+def write_order(folder: str, lengths: np.ndarray, seed: int, epoch: int) -> dict:
+    """The epoch's order (`perm.npy`) and the records' lengths in it (`lengths.npy`)
+    into a cache folder, the lengths gathered a chunk of the order at a time."""
+    n = len(lengths)
+    cache.shuffled(folder, "perm", n, order.generator(seed, epoch, PACK_STREAM, 0))
+    perm = np.load(f"{folder}/perm.npy", mmap_mode="r")
+    with cache.Writer(folder, "lengths", lengths.dtype, n) as out:
+        for _, piece in cache.chunks(perm):
+            out.append(lengths[piece])
+    del perm
+    return {}
+
+
 class PlanMismatch(ValueError):
     """A window's first row given from outside (a saved state) disagrees with the rows
     the plan found for the windows before it."""
@@ -123,40 +167,53 @@ class PackPlan:
     Planned a window at a time, when a row of it is first asked for: windows are packed
     alone, so a window's rows need only its records, and its first row is the sum of
     the rows of the windows before it. The epoch's order and its cut into windows are
-    made at once (vectorized, O(N)); the first step packs one window, and a state that
-    names the window of its step (`anchor`) resumes after packing that window only.
-    `len()`, `rows`, `records` and `starts` need every window. Memory: the order (8
-    bytes a record) and each packed window's row order (4 bytes a record)."""
+    made at once (O(N), once per epoch and cache); the first step packs one window, and
+    a state that names the window of its step (`anchor`) resumes after packing that
+    window only. `len()`, `rows`, `records` and `starts` need every window (with a
+    cache, once: each window's first row is written into it)."""
 
     def __init__(self, lengths: np.ndarray, pack_length: int, window_rows: int,
-                 rows_per_step: int, seed: int, epoch: int, last: str):
+                 rows_per_step: int, seed: int, epoch: int, last: str, store=None,
+                 key: str = ""):
         self.pack_length, self.rows_per_step, self.last = pack_length, rows_per_step, last
-        self._lengths = np.asarray(lengths, dtype=np.int64)
-        n = len(self._lengths)
-        self._perm = order.generator(seed, epoch, PACK_STREAM, 0).permutation(n).astype(
-            np.int64, copy=False)
-        # windows (`window_ids`) cut where a record's first token reaches a multiple of
-        # window_tokens: the first record at or past each multiple, found by bisection
-        in_order = self._lengths[self._perm]
-        firsts = np.cumsum(in_order)
-        total = int(firsts[-1]) if n else 0
-        firsts -= in_order
-        del in_order
         window_tokens = window_rows * pack_length
-        cuts = np.unique(np.searchsorted(firsts, np.arange(window_tokens, total + 1, window_tokens)))
-        self._cuts = np.concatenate(([0], cuts[(cuts > 0) & (cuts < n)], [n])).astype(
-            np.int64) if n else np.zeros(1, np.int64)
+        self._store = store
+        if store is None:
+            lengths = np.asarray(lengths, dtype=np.int64)
+            self._perm = order.generator(seed, epoch, PACK_STREAM, 0).permutation(
+                len(lengths)).astype(np.int64, copy=False)
+            self._in_order = lengths[self._perm]
+            self._cuts = window_cuts(self._in_order, window_tokens)
+        else:
+            made = store.get(f"pack-order.{key}.s{seed}.e{epoch}",
+                             lambda folder: write_order(folder, lengths, seed, epoch))
+            self._perm, self._in_order, self._order = made["perm"], made["lengths"], made
+            name = f"{key}.s{seed}.L{pack_length}.w{window_rows}.e{epoch}"
+            self._cuts = np.array(store.get(f"pack-windows.{name}", lambda folder: np.save(
+                f"{folder}/cuts.npy", window_cuts(self._in_order, window_tokens)))["cuts"])
+            self._rows_name = f"pack-rows.{name}"
+            made.release()  # what cutting the order touched
         self.windows = len(self._cuts) - 1
-        self._packed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._packed: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._known_windows, self._known_rows = [0], [0]  # first rows known, ascending
+        if store is not None:
+            found = store.find(self._rows_name)
+            if found is not None:
+                self._all_known(found["firsts"])
+
+    def _all_known(self, firsts: np.ndarray) -> None:
+        self._known_windows = list(range(self.windows + 1))
+        self._known_rows = np.asarray(firsts, dtype=np.int64).tolist()
 
     def window(self, w: int) -> tuple[np.ndarray, np.ndarray]:
         """Window w packed: (its positions in the order, from its first, in row order;
         each row's first index into them, and the end)."""
         got = self._packed.get(w)
-        if got is None:
+        if got is not None:
+            self._packed.move_to_end(w)
+        else:
             lo, hi = int(self._cuts[w]), int(self._cuts[w + 1])
-            local = best_fit_decreasing(self._lengths[self._perm[lo:hi]], self.pack_length)
+            local = best_fit_decreasing(self._in_order[lo:hi], self.pack_length)
             count = int(local.max()) + 1
             # rows ordered by their first record in the window (positions ascend in `local`)
             first = np.full(count, hi - lo, dtype=np.int64)
@@ -168,6 +225,8 @@ class PackPlan:
             np.cumsum(np.bincount(row_of, minlength=count), out=starts[1:])
             got = stable_argsort(row_of, count).astype(np.int32), starts
             self._packed[w] = got
+            if len(self._packed) > KEEP_WINDOWS:
+                self._packed.popitem(last=False)
         return got
 
     def locate(self, row: int) -> tuple[int, int] | None:
@@ -215,22 +274,45 @@ class PackPlan:
     def take(self, first: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """Global records of rows `[first, end)` (all existing) in row order, and how
         many each row holds."""
-        records, per_row = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        return self.take_lengths(first, end)[:2]
+
+    def take_lengths(self, first: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`take`, and each record's length (from the lengths in the order, near each
+        other, where the records' own places are all over the build)."""
+        records, per_row, lens = ([np.zeros(0, np.int64)] for _ in range(3))
         row = first
         while row < end:
             w, w_first = self.locate(row)
             positions, starts = self.window(w)
             lo, hi = row - w_first, min(end - w_first, len(starts) - 1)
-            records.append(self._perm[self._cuts[w] + positions[starts[lo]:starts[hi]]])
+            at = self._cuts[w] + positions[starts[lo]:starts[hi]]
+            records.append(self._perm[at].astype(np.int64))
+            lens.append(self._in_order[at].astype(np.int64))
             per_row.append(np.diff(starts[lo:hi + 1]))
             row = w_first + hi
-        return np.concatenate(records), np.concatenate(per_row)
+        return np.concatenate(records), np.concatenate(per_row), np.concatenate(lens)
 
     @property
     def rows(self) -> int:
-        """The epoch's rows (packs every window)."""
-        self.locate(1 << 62)
+        """The epoch's rows (packs every window; with a cache, the first time this epoch
+        is planned there, then each window's first row is written into it)."""
+        if self._store is None or len(self._known_windows) > self.windows:
+            self.locate(1 << 62)
+        else:
+            self._all_known(self._store.get(self._rows_name, self._write_rows)["firsts"])
         return self._known_rows[-1]
+
+    def _write_rows(self, folder: str) -> None:
+        """Every window packed from the first (checking any anchor on the way), its
+        first row and the epoch's rows at the end into `firsts.npy`; the order's pages
+        the pass touched given back (`Artifact.release`)."""
+        first = 0
+        for w in range(self.windows):
+            self._learn(w, first)
+            first += len(self.window(w)[1]) - 1
+        self._learn(self.windows, first)
+        np.save(f"{folder}/firsts.npy", np.asarray(self._known_rows, dtype=np.int64))
+        self._order.release()
 
     @property
     def records(self) -> np.ndarray:
@@ -269,7 +351,9 @@ class PackPlan:
 
 
 def pack_plan(lengths: np.ndarray, pack_length: int, window_rows: int, rows_per_step: int,
-              seed: int, epoch: int, last: str) -> PackPlan:
+              seed: int, epoch: int, last: str, store=None, key: str = "") -> PackPlan:
     """The epoch's rows for records of `lengths` (global numbering, each <= pack_length),
-    planned when asked for (`PackPlan`)."""
-    return PackPlan(lengths, pack_length, window_rows, rows_per_step, seed, epoch, last)
+    planned when asked for (`PackPlan`); with `store` (a `read.cache.Store`) its arrays
+    are kept there, `key` naming the lengths they come from."""
+    return PackPlan(lengths, pack_length, window_rows, rows_per_step, seed, epoch, last,
+                    store, key)

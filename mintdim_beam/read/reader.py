@@ -52,10 +52,10 @@ saying the range.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mintdim_beam.core.errors import ReaderArgumentError, ReaderStateError
+from mintdim_beam.read.batch import Batch
 
 if TYPE_CHECKING:
     import numpy as np
@@ -92,136 +92,6 @@ TOKENS_BOUND_WHY = ("2**24, the largest published global batch; each rank builds
                     "mình thành mảng int64, 8 byte một token")
 
 
-@dataclass
-class Batch:
-    """One step of one rank. Plain reads: `input_ids`, `labels`, `attention_mask`,
-    `lengths`, `sample_ids`, `unit_size`; with `pairs=True`: `chosen_*` / `rejected_*`
-    (`input_ids`, `labels`, `attention_mask`, `lengths` each; then the plain ones are
-    None). `step` is the global step index in the epoch.
-
-    `lengths` and `attention_mask` come from the records' segment lengths, never from
-    comparing ids with the pad id: with pad = EOS, `input_ids != pad_id` would mask out
-    every real EOS a record holds.
-
-    `ordinals` are the rows' record numbers in their unit (-1 for padding rows);
-    `sample_ids` are looked up from them on first use: only `sample_index.jsonl` maps
-    records to sample ids, and a training loop that never asks does not parse it.
-
-    Packed (`pack_length` set, then `unit_size == pack_length`): `input_ids`, `labels`,
-    `position_ids`, `document_ids` [rows, pack_length] (these two made on first use);
-    `seq_lens`, `ordinals`, `units`, `sample_ids` [rows, records] (0 / -1 past a row's
-    records); `lengths` [rows]; `cu_seqlens`, `max_seqlen` (see `read.packed`); no
-    `attention_mask`."""
-
-    unit_size: int
-    step: int
-    epoch: int
-    ordinals: np.ndarray
-    input_ids: np.ndarray | None = None
-    labels: np.ndarray | None = None
-    lengths: np.ndarray | None = None
-    chosen_input_ids: np.ndarray | None = None
-    chosen_labels: np.ndarray | None = None
-    chosen_lengths: np.ndarray | None = None
-    rejected_input_ids: np.ndarray | None = None
-    rejected_labels: np.ndarray | None = None
-    rejected_lengths: np.ndarray | None = None
-    pack_length: int | None = None
-    units: np.ndarray | None = None
-    seq_lens: np.ndarray | None = None
-    cu_seqlens: np.ndarray | None = None
-    max_seqlen: int | None = None
-    _build: object = field(default=None, repr=False, compare=False)
-    _sample_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
-    _masks: dict = field(default_factory=dict, repr=False, compare=False)
-    # packed: each flattened segment's document id (-1 for padding), for the lazy arrays
-    _segment_docs: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def position_ids(self) -> np.ndarray | None:
-        """int64 [rows, pack_length], packed only: 0, 1, ... from each record's first
-        token (and from each row's padding). Made on first use from `cu_seqlens`, then
-        kept: a loop that does not ask (flash-attention takes `cu_seqlens`) pays nothing."""
-        return self._packed_array("position_ids")
-
-    @property
-    def document_ids(self) -> np.ndarray | None:
-        """int64 [rows, pack_length], packed only: the record's index in its row, -1 on
-        padding. Made on first use, then kept."""
-        return self._packed_array("document_ids")
-
-    def _packed_array(self, name: str) -> np.ndarray | None:
-        if self._segment_docs is None:
-            return None
-        if name not in self._masks:
-            from mintdim_beam.read import packed
-
-            make = packed.position_ids if name == "position_ids" else packed.document_ids
-            self._masks[name] = make(self.cu_seqlens, self._segment_docs, self.input_ids.shape)
-        return self._masks[name]
-
-    @property
-    def sample_ids(self) -> np.ndarray:
-        """int64 [rows] (packed: [rows, records]): sample ids, -1 for padding."""
-        if self._sample_ids is None:
-            import numpy as np
-
-            ids = np.full(self.ordinals.shape, -1, dtype=np.int64)
-            units = self.units if self.units is not None else np.where(
-                self.ordinals >= 0, self.unit_size, -1)
-            for unit in np.unique(units[units >= 0]).tolist():
-                mine = units == unit
-                ids[mine] = self._build.sample_ids(unit)[self.ordinals[mine]]
-            self._sample_ids = ids
-        return self._sample_ids
-
-    @property
-    def attention_mask(self) -> np.ndarray | None:
-        """int64 [rows, unit_size]: 1 on each row's first `lengths` positions."""
-        return self._mask("")
-
-    @property
-    def chosen_attention_mask(self) -> np.ndarray | None:
-        return self._mask("chosen_")
-
-    @property
-    def rejected_attention_mask(self) -> np.ndarray | None:
-        return self._mask("rejected_")
-
-    def _mask(self, side: str) -> np.ndarray | None:
-        """Made on first use (a loop that never asks does not pay for it), then kept."""
-        lengths = getattr(self, f"{side}lengths")
-        if lengths is None or self.pack_length is not None:
-            return None
-        if side not in self._masks:
-            from mintdim_beam.read import masks
-
-            self._masks[side] = masks.attention_mask(lengths, self.unit_size)
-        return self._masks[side]
-
-    def block_causal_mask(self) -> np.ndarray:
-        """bool [rows, 1, L, L] of a packed batch: each record's tokens attend causally to
-        their own record only (`masks.block_causal_mask`), the 4-D form PyTorch's
-        `scaled_dot_product_attention` takes (`mintdim_beam.torch.block_causal_mask`
-        builds it on the tensors' device). L * L bytes a row, 4 MiB at 2048."""
-        from mintdim_beam.read import masks
-
-        if self.document_ids is None:
-            raise ReaderArgumentError(
-                argument="pack_length", value="None (this batch is not packed)",
-                allowed="a batch of UnitReader(..., pack_length=L); an unpacked row holds one "
-                        "record, and its attention_mask covers it",
-                allowed_vi="một batch của UnitReader(..., pack_length=L); một dòng không đóng "
-                           "gói chứa một record, attention_mask của nó đã đủ")
-        return masks.block_causal_mask(self.document_ids)
-
-    @property
-    def valid(self) -> np.ndarray:
-        """bool [rows], False for the padding rows of a last, partial batch."""
-        real = self.ordinals >= 0
-        return real.any(axis=1) if real.ndim == 2 else real
-
-
 class UnitReader:
     """Read a unit-build (a local directory or any fsspec URL) for training; see the
     module docstring for the order, the last partial batch and resume."""
@@ -229,7 +99,7 @@ class UnitReader:
     def __init__(self, path: str, *, tokens_per_step: int, seed: int = 0, rank: int = 0,
                  world_size: int = 1, target=None, ignore_id: int = -100,
                  pairs: bool = False, last: str = "pad", pack_length: int | None = None,
-                 pack_window: int = DEFAULT_PACK_WINDOW):
+                 pack_window: int = DEFAULT_PACK_WINDOW, cache_dir: str | None = None):
         from mintdim_beam.read import checks, masks, order
         from mintdim_beam.read.build import open_build
 
@@ -261,7 +131,7 @@ class UnitReader:
                     argument="pairs", value="True",
                     allowed="False with pack_length: preference pairs are read unpacked",
                     allowed_vi="False khi có pack_length: cặp preference được đọc không đóng gói")
-        self.build = open_build(path)
+        self.build = open_build(path, cache_dir)
         self.pairs, self.last = pairs, last
         segments = self.build.segments
         if pairs:
@@ -270,9 +140,22 @@ class UnitReader:
             self._targets = masks.target_segments(segments, target)
         self._check_world_size()
         if self.pack_length is not None:
-            self._lengths, self._offsets = self._record_lengths()
+            self._check_record_lengths()
         self.epoch, self.step = 0, 0
         self._plan_key, self._plan, self._perms = None, None, {}
+
+    def __getstate__(self):
+        """Pickled (to a DataLoader worker) without the epoch's plan: its arrays are
+        memory maps of the cache (pickling one would copy it); a copy opens them again."""
+        state = dict(self.__dict__)
+        state["_plan_key"], state["_plan"], state["_perms"] = None, None, {}
+        return state
+
+    @property
+    def _offsets(self) -> np.ndarray:
+        import numpy as np
+
+        return np.asarray([self.build.first_record(u) for u in self.build.sizes], dtype=np.int64)
 
     def _check_world_size(self) -> None:
         from mintdim_beam.read import order
@@ -300,37 +183,35 @@ class UnitReader:
                            f"dòng) của mọi unit, mà {shown} không chia hết; hãy chọn "
                            f"tokens_per_step để mỗi batch là bội của nó")
 
-    def _record_lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every record's token count in the global numbering (units ascending; from the
-        shards' length slots locally, `Build.token_counts`), and each
-        unit's first global index; a record longer than pack_length is refused here,
-        naming the longest record and its unit, and how many of each unit do not fit."""
+    def _check_record_lengths(self) -> None:
+        """A record longer than pack_length is refused here, naming the longest record
+        and its unit, and how many of each unit do not fit: each unit's longest from the
+        cache's meta (its token counts are read, and the cache written, the first time),
+        the records themselves looked at only to say which."""
         import numpy as np
 
         from mintdim_beam.core.errors.base import num
 
+        most = {int(u): int(m) for u, m in self.build.facts().meta["max"].items()}
+        if max(most.values(), default=0) <= self.pack_length:
+            return
         counts = [self.build.token_counts(u) for u in self.build.sizes]
         over = {u: int((c > self.pack_length).sum()) for u, c in zip(self.build.sizes, counts)}
-        if any(over.values()):
-            unit, tokens = max(zip(self.build.sizes, counts), key=lambda uc: int(uc[1].max()))
-            worst = int(np.argmax(tokens))
-            top, sid = int(tokens[worst]), int(self.build.sample_ids(unit)[worst])
-            where = ", ".join(f"unit {u}: {num(k, ',')}" for u, k in over.items() if k)
-            where_vi = ", ".join(f"unit {u}: {num(k, '.')}" for u, k in over.items() if k)
-            raise ReaderArgumentError(
-                argument="pack_length", value=str(self.pack_length),
-                allowed=f"at least {num(top, ',')}, the longest record (unit {unit}, record "
-                        f"{worst} of the unit, sample id {sid}); records longer than "
-                        f"{num(self.pack_length, ',')} tokens: {where}; a row holds whole "
-                        f"records only",
-                allowed_vi=f"ít nhất {num(top, '.')}, record dài nhất (unit {unit}, record "
-                           f"{worst} của unit, sample id {sid}); record dài hơn "
-                           f"{num(self.pack_length, '.')} token: {where_vi}; một dòng chỉ "
-                           f"chứa record nguyên vẹn")
-        offsets = np.zeros(len(counts), dtype=np.int64)
-        np.cumsum([len(c) for c in counts[:-1]], out=offsets[1:])
-        lengths = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
-        return lengths.astype(np.int64), offsets
+        unit, tokens = max(zip(self.build.sizes, counts), key=lambda uc: int(uc[1].max()))
+        worst = int(np.argmax(tokens))
+        top, sid = int(tokens[worst]), int(self.build.sample_ids(unit)[worst])
+        where = ", ".join(f"unit {u}: {num(k, ',')}" for u, k in over.items() if k)
+        where_vi = ", ".join(f"unit {u}: {num(k, '.')}" for u, k in over.items() if k)
+        raise ReaderArgumentError(
+            argument="pack_length", value=str(self.pack_length),
+            allowed=f"at least {num(top, ',')}, the longest record (unit {unit}, record "
+                    f"{worst} of the unit, sample id {sid}); records longer than "
+                    f"{num(self.pack_length, ',')} tokens: {where}; a row holds whole "
+                    f"records only",
+            allowed_vi=f"ít nhất {num(top, '.')}, record dài nhất (unit {unit}, record "
+                       f"{worst} của unit, sample id {sid}); record dài hơn "
+                       f"{num(self.pack_length, '.')} token: {where_vi}; một dòng chỉ "
+                       f"chứa record nguyên vẹn")
 
     # -- epochs and state ---------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -464,19 +345,30 @@ class UnitReader:
                                     f"epoch {self.epoch} có {last + 1} bước"))
         return self._batch(plan, int(step))
 
-    def _epoch_plan(self) -> order.EpochPlan | packing.PackPlan:
-        from mintdim_beam.read import order, packing
+    def _epoch_plan(self) -> order.Steps | packing.PackPlan:
+        """The epoch's plan, its arrays in the build's cache (`read.cache`): made there
+        once per (seed, epoch, ...), memory-mapped by every reader after."""
+        from mintdim_beam.read import cache, order, packing
 
         key = (self.epoch,)
         if self._plan_key != key:
+            store = self.build.store
             if self.pack_length is None:
-                self._plan = order.epoch_plan(self.build.counts, self.tokens_per_step,
-                                              self.seed, self.epoch, self.last)
+                steps = order.step_counts(self.build.counts, self.tokens_per_step, self.last)
+                total = sum(steps.values())
+                made = store.get(
+                    f"steps.s{self.seed}.t{self.tokens_per_step}.{self.last}.e{self.epoch}",
+                    lambda folder: cache.shuffled(folder, "shuffle", total, order.step_shuffle(
+                        total, self.seed, self.epoch)))
+                self._plan = order.Steps(steps, made["shuffle"])
             else:
+                facts = self.build.facts()
                 self._plan = packing.pack_plan(
-                    self._lengths, self.pack_length, self.pack_window,
+                    facts["lengths"], self.pack_length, self.pack_window,
                     order.rows_per_step(self.tokens_per_step, self.pack_length),
-                    self.seed, self.epoch, self.last)
+                    self.seed, self.epoch, self.last, store=store,
+                    key=cache.digest(self.build.versions))
+                facts.release()  # what ordering the lengths touched
             self._plan_key, self._perms = key, {}
         return self._plan
 
@@ -490,25 +382,31 @@ class UnitReader:
         from mintdim_beam.read import order
 
         plan = self._epoch_plan()
+        totals = {int(u): int(t) for u, t in self.build.facts().meta["tokens"].items()}
         if self.pack_length is not None:
             rows = min(len(plan) * plan.rows_per_step, plan.rows)
-            used = int(self._lengths[plan.take(0, rows)[0]].sum())
+            # all the records' tokens, less those of the rows a dropped last step holds
+            used = sum(totals.values()) - int(plan.take_lengths(rows, plan.rows)[2].sum())
             return 1.0 - used / (len(plan) * plan.rows_per_step * self.pack_length or 1)
         slots = used = 0
         for unit in self.build.sizes:
             rows = order.rows_per_step(self.tokens_per_step, unit)
             steps = order.unit_steps(self.build.counts[unit], rows, self.last)
-            tokens = self.build.token_counts(unit)
-            kept = tokens if self.last == "pad" else tokens[self._permutation(unit)[:steps * rows]]
-            slots, used = slots + steps * rows * unit, used + int(np.sum(kept))
+            left = self._permutation(unit)[steps * rows:]  # records a dropped step holds
+            dropped = int(np.sum(self.build.token_counts(unit)[left])) if len(left) else 0
+            slots, used = slots + steps * rows * unit, used + totals[unit] - dropped
         return 1.0 - used / (slots or 1)
 
     def _permutation(self, unit: int) -> np.ndarray:
-        from mintdim_beam.read import order
+        """The unit's record order this epoch (`order.unit_permutation`), from the cache."""
+        from mintdim_beam.read import cache, order
 
         if unit not in self._perms:
-            self._perms[unit] = order.unit_permutation(self.build.counts[unit], self.seed,
-                                                       self.epoch, unit)
+            count = self.build.counts[unit]
+            self._perms[unit] = self.build.store.get(
+                f"unit-order.s{self.seed}.u{unit}.e{self.epoch}",
+                lambda folder: cache.shuffled(folder, "perm", count, order.generator(
+                    self.seed, self.epoch, 1, unit)))["perm"]
         return self._perms[unit]
 
     def _packed_batch(self, plan: packing.PackPlan, k: int) -> Batch:
@@ -528,9 +426,10 @@ class UnitReader:
             if j > k and self._past_end(plan, j):
                 break
             first, end, rows = plan.rank_rows(j, self.rank, self.world_size)
-            steps.append((*plan.take(first, end), rows))
-        made = packed.assemble_steps(self.build, steps, self.pack_length, self._lengths,
-                                     self._offsets, self._targets, self.ignore_id)
+            records, per_row, lens = plan.take_lengths(first, end)
+            steps.append((records, per_row, rows, lens))
+        made = packed.assemble_steps(self.build, steps, self.pack_length, self._offsets,
+                                     self._targets, self.ignore_id)
         return {j: Batch(unit_size=self.pack_length, step=j, epoch=self.epoch,
                          pack_length=self.pack_length, _build=self.build, **arrays)
                 for j, arrays in zip(range(k, k + len(made)), made)}
@@ -542,9 +441,9 @@ class UnitReader:
 
         if self.pack_length is not None:
             return self._packed_batch(plan, k)
-        unit = int(plan.units[k])
+        unit, index = plan.step(k)
         rows = order.rows_per_step(self.tokens_per_step, unit)
-        ordinals = order.rank_ordinals(self._permutation(unit), int(plan.index[k]), rows,
+        ordinals = order.rank_ordinals(self._permutation(unit), index, rows,
                                        self.rank, self.world_size)
         real = ordinals >= 0
         n = len(self.build.segments)

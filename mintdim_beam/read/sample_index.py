@@ -8,7 +8,8 @@ Read in chunks of whole rows (memory: one chunk plus 16 bytes per row), each par
 with two regular expressions: rows are written by `core.formats.mintdim.sample_row`, and `{"`
 never occurs inside a JSON string (its quote would be escaped), so the first pattern
 matches row starts only, and a key is never matched inside a value. About 0.8 s for a
-1M-row index (290 MB) here; the reader parses it only when sample ids are asked for."""
+1M-row index (290 MB) here; the reader parses it only when sample ids are asked for,
+once, into its cache (`read.facts`)."""
 from __future__ import annotations
 
 import re
@@ -26,12 +27,20 @@ _TOKEN_COUNT = re.compile(rb'"token_count": (\d+),')
 def parse(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sample ids, unit sizes, token counts) of every row, int64, in file order."""
     columns = ([], [], [])
-    for chunk in _chunks(path):
-        for out, pattern in zip(columns, (_SAMPLE_ID, _UNIT_SIZE, _TOKEN_COUNT)):
-            out.append(_ints(pattern.findall(chunk)))
+    for parsed in pieces(path):
+        for out, values in zip(columns, parsed):
+            out.append(values)
     if not columns[0]:
         return tuple(np.zeros(0, np.int64) for _ in columns)
     return tuple(np.concatenate(out) for out in columns)
+
+
+def pieces(path: str):
+    """(sample ids, unit sizes, token counts) of the rows of each chunk, in file order:
+    what the reader's cache writes out without holding the whole file's."""
+    for chunk in _chunks(path):
+        yield tuple(_ints(pattern.findall(chunk))
+                    for pattern in (_SAMPLE_ID, _UNIT_SIZE, _TOKEN_COUNT))
 
 
 def _ints(matches: list[bytes]) -> np.ndarray:
