@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     if args.command == "verify":
         from mintdim_beam.audit.verify import verify_command
 
-        return verify_command(args)
+        return verify_command(args, extra)
     if args.command == "report":
         from mintdim_beam.audit.report import report_command
 

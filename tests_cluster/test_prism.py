@@ -56,3 +56,32 @@ def test_prism_gives_the_bytes_of_the_local_run(local_run, tmp_path, command, co
         got, want = _tree(work / "artifacts" / name), _tree(local_run / "artifacts" / name)
         assert sorted(got) == sorted(want)
         assert [n for n in got if got[n] != want[n]] == []
+
+
+def _verify(work: Path, out: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    return subprocess.run([str(BIN / "mintdim-beam"), "verify", out, "--runner=PrismRunner",
+                           f"--prism_location={PRISM}"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_verify_on_prism_gives_the_local_verdicts_on_a_gs_build(local_run, tmp_path):
+    """The content proof of `verify --runner` on Prism's workers, reading a gs:// build
+    from the GCS emulator: OK on the good copy, the changed shard named on the other."""
+    from conftest import gcs_emulator
+
+    good = local_run / "artifacts" / "instruction_units"
+    bad = tmp_path / "bad"
+    shutil.copytree(good, bad)
+    shard = sorted(bad.glob("unit_*/shard_*.bin"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    shard.write_bytes(bytes(data))
+    with gcs_emulator() as (root, fs):
+        fs.put(str(good), f"{root}/good", recursive=True)
+        fs.put(str(bad), f"{root}/bad", recursive=True)
+        ok, failed = _verify(tmp_path, f"{root}/good"), _verify(tmp_path, f"{root}/bad")
+    assert ok.returncode == 0, ok.stdout + ok.stderr[-3000:]
+    assert "OK on PrismRunner" in ok.stdout
+    assert failed.returncode == 1, failed.stdout + failed.stderr[-3000:]
+    assert f"{shard.relative_to(bad)}: content changed: sha256" in failed.stdout

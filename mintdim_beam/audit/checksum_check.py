@@ -7,13 +7,15 @@ A build without `checksums` in its manifest (mintdim 0.2.1's, or ours before 0.2
 passes on structure alone, and the summary says its content is not proven."""
 from __future__ import annotations
 
-from mintdim_beam.core.files import checksums
+from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.formats import mintdim as fmt
 
 
 class ChecksumChecks:
     """Mixin of the verifiers. Reads: p, fs, files, _path, result. Sets
     result.checksummed (files whose sum matched; None without checksums)."""
+
+    runner_options = None  # `verify --runner`: the proof runs there (`cluster_verify`)
 
     def _checksums(self, manifest: dict, covered: set) -> None:
         """Recompute every recorded sum; `covered`: the files this kind of build writes
@@ -22,8 +24,17 @@ class ChecksumChecks:
         if block is None:
             self.result.checksummed = None
             return
-        problems = checksums.changed(block, lambda name: name in self.files,
-                                     lambda name: self.fs.open(self._path(name), "rb"))
+        exists = lambda name: name in self.files  # noqa: E731
+        open_file = lambda name: self.fs.open(self._path(name), "rb")  # noqa: E731
+        if self.runner_options is None:
+            problems = checksums.changed(block, exists, open_file)
+        else:
+            from mintdim_beam.audit.cluster_verify import prove_on_runner
+            from mintdim_beam.runtime.options import runner_name
+
+            problems, self.result.tasks = prove_on_runner(
+                storage.resolve(self.out), block, exists, open_file, self.runner_options)
+            self.result.runner = runner_name(self.runner_options)
         for rel, what in problems:
             self.p.add(rel, None, what)
         listed = set(block.get("files") or {}) if isinstance(block, dict) else set()

@@ -74,6 +74,8 @@ class PackVerifyResult(VerifyResult):
     deep_unit = "documents"
 
     def summary(self) -> str:
+        if self.ok and self.runner:
+            return self.on_runner()
         if self.ok:
             return (f"verify {self.out}: OK, pack-build, {self.documents} documents, "
                     f"{self.shards} shards, {self.tokens} tokens, "
@@ -108,6 +110,8 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, Verifi
                 self._checksums(self.manifest, {n + x for n in listed for x in SUFFIXES
                                                 if n + x in self.files}
                                 | ({fmt.REJECTED_INDEX} if rejected is not None else set()))
+                if self.runner_options is not None:
+                    return self.result  # the records' structure: the local verify
                 self.measured_complete = True
                 self.source_docs = np.zeros(len(self.sources), dtype=np.int64)
                 self.source_tokens = np.zeros(len(self.sources), dtype=np.int64)
@@ -306,7 +310,11 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, Verifi
         return shard
 
 
-def verify_pack(out: str, max_problems: int = 50, deep: int = 0) -> PackVerifyResult:
+def verify_pack(out: str, max_problems: int = 50, deep: int = 0,
+                runner_options=None) -> PackVerifyResult:
     """Check a finished pack-build in `out` (local path or fsspec URL) from its own files;
-    `deep`: also re-tokenize that many sampled documents' source lines."""
-    return PackVerifier(out, max_problems, deep).run()
+    `deep`: also re-tokenize that many sampled documents' source lines; `runner_options`:
+    prove the content on that Beam runner (`cluster_verify`)."""
+    verifier = PackVerifier(out, max_problems, deep)
+    verifier.runner_options = runner_options
+    return verifier.run()

@@ -145,6 +145,8 @@ class Verifier(ChecksumChecks, DeepChecks, DialogueChecks, IndexChecks, LossyChe
             if self._list() and self._manifest():
                 self._layout()
                 self._checksums(self.manifest, self._written())
+                if self.runner_options is not None:
+                    return self.result  # the records' structure: the local verify
                 self._indices()
                 self._shards()
                 self._join_rows_and_records()

@@ -46,6 +46,8 @@ class VerifyResult:
     # manifest records no checksums, so content is not proven
     checksummed: int | None = None
     deep: list | None = None  # `verify --deep`: the samples re-tokenized (`deep_check`)
+    runner: str | None = None  # `verify --runner`: where the content was proven
+    tasks: int = 0  # ... in how many tasks
     deep_unit = "records"
 
     @property
@@ -63,7 +65,15 @@ class VerifyResult:
             return "content not proven (no checksums in the manifest)"
         return f"content as written (sha256 of {self.checksummed} files)"
 
+    def on_runner(self) -> str:
+        """The OK line of `verify --runner`: what was proven there, and what was not."""
+        return (f"verify {self.out}: OK on {self.runner}, {self.content()} in {self.tasks} "
+                f"tasks; layout and manifest checked here; the records' structure not "
+                f"reread (verify without --runner reads it), {self.seconds:.2f} s")
+
     def summary(self) -> str:
+        if self.ok and self.runner:
+            return self.on_runner()
         if self.ok:
             return (f"verify {self.out}: OK, {self.records} records, {self.shards} shards, "
                     f"{self.units} units ({self.units_with_records} with records), "

@@ -198,11 +198,12 @@ def changed(block, exists, open_file) -> list[tuple[str, str]]:
             continue
         with open_file(name) as handle:
             now = stream_sum(handle)
-        problems += _compare(name, now, want["bytes"], want["sha256"], "the manifest records")
+        problems += compare(name, now, want["bytes"], want["sha256"], "the manifest records")
     return problems
 
 
-def _compare(name: str, now: FileSum, size: int, digest: str, source: str) -> list:
+def compare(name: str, now: FileSum, size: int, digest: str, source: str) -> list:
+    """The problem, if any, of a file (or part) whose sum is `now`, not (size, digest)."""
     if now.size != size:
         return [(name, f"content changed: {now.size} bytes, {source} {size}")]
     if now.sha256 != digest:
@@ -223,6 +224,10 @@ def _parts_changed(name: str, want: dict, exists, open_file) -> list:
             return [(table, f"not a part table: {exc}")]
     if not exists(name):
         return [(name, "missing: the manifest records its checksum")]
+    whole = (rows[-1][0] + rows[-1][1]) if rows else 0
+    if whole != want["bytes"]:
+        return [(name, f"content changed: the part table covers {whole} bytes, the "
+                       f"manifest records {want['bytes']}")]
     problems = []
     with open_file(name) as handle:
         for number, (start, size, digest) in enumerate(rows, 1):
@@ -230,8 +235,7 @@ def _parts_changed(name: str, want: dict, exists, open_file) -> list:
             if problems:
                 return problems
         rest = stream_sum(handle).size
-    whole = (rows[-1][0] + rows[-1][1]) if rows else 0
-    if rest or whole != want["bytes"]:
+    if rest:
         return [(name, f"content changed: {whole + rest} bytes, the manifest records "
                        f"{want['bytes']}")]
     return []
@@ -250,4 +254,4 @@ def part_changed(name: str, handle, start: int, size: int, digest: str, number: 
     where = f"part {number} of {count} (bytes {start}..{start + size})"
     if left:
         return [(name, f"content changed: ends inside {where}")]
-    return _compare(name, summer.result(), size, digest, f"in {where}: the part table records")
+    return compare(name, summer.result(), size, digest, f"in {where}: the part table records")
