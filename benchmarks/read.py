@@ -34,6 +34,12 @@ saving reader read next); and peak memory of a UnitReader process reading
 Prints tokens/s and the ratios with their goals; writes `benchmarks/.work/results_read.json`
 (`--json benchmarks/results_read.json` records a run).
 
+`--synthetic 1000000,10000000,100000000` measures the readers at scale instead
+(`read_scale.py`: synthetic builds of that many records, lengths only; first batch,
+resume and resident memory of one rank of 8 for UnitReader unpacked and packed and
+PackReader, min and median of `--rounds` interleaved rounds; writes
+`benchmarks/.work/results_read_scale.json` unless `--json` names another file).
+
 (`--worker SPEC` runs one measurement; the reference Python runs this file that way.)
 """
 from __future__ import annotations
@@ -84,7 +90,19 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat-start", type=int, default=3,
                         help="fresh processes timed for first batch and for resume")
     parser.add_argument("--vocab", type=int, default=8000, help=argparse.SUPPRESS)
+    parser.add_argument("--synthetic", help="record counts, comma-separated: the readers at "
+                                            "scale on synthetic builds (read_scale.py)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds of the --synthetic measurements")
     args = parser.parse_args(argv)
+    if args.synthetic:
+        sys.path.insert(0, str(HERE))
+        import read_scale
+
+        default = parser.get_default("json")
+        return read_scale.main(["--sizes", args.synthetic, "--rounds", str(args.rounds),
+                                "--workdir", str(Path(args.workdir) / "scale"),
+                                *(["--json", args.json] if args.json != default else [])])
     if args.worker:
         print(json.dumps(WORKERS[json.loads(args.worker)["kind"]](json.loads(args.worker))))
         return 0

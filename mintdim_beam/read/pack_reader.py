@@ -15,8 +15,10 @@ the way `GPTDataset` plans its one epoch (its behaviour, not its code):
   samples): the shuffle index, the order samples are read in.
 So epoch 0's sample j is `GPTDataset(seed)[j]`'s `seq_len + 1` ids exactly
 (tests_interop/test_pack_reader_megatron.py checks it). The plan is the document order
-(4 bytes a document), each shuffled document's start in the stream (8), the sample
-order and Megatron's sample index (each sample's first document; 4 + 4 bytes a sample),
+(4 bytes a document), each shuffled document's start in the stream and its address
+(8 + 8: a sample's documents are a run of the order, so a batch reads a few runs, not
+a page per document), the sample order and Megatron's sample index (each sample's first
+document; 4 + 4 bytes a sample),
 as megatron-core's document, sample and shuffle indices: made from (seed, epoch) once
 per (seed, epoch, seq_len) into the reader's cache (`read.cache`) and memory-mapped by
 every reader after, so a rank holds the pages its batches touch, and resuming opens
@@ -132,14 +134,15 @@ class PackReader:
     # --- the plan ---------------------------------------------------------------------
 
     def _plan(self):
-        """(document order, each of its documents' first token in the stream and the
-        stream's end, sample order, each stream sample's first document in that order
-        and the next sample's) of the current epoch, from the cache (made there once)."""
+        """(each document of the order's first token in the shards' address space, its
+        first token in the stream and the stream's end, sample order, each stream
+        sample's first document in that order and the next sample's) of the current
+        epoch, from the cache (made there once)."""
         if self._plan_epoch is None or self._plan_epoch[0] != self.epoch:
             made = self.build.store.get(
                 f"plan.{self.build.key}.s{self.seed}.q{self.seq_len}.e{self.epoch}",
                 self._write_plan)
-            self._plan_epoch = (self.epoch, made["order"], made["stream"], made["shuffle"],
+            self._plan_epoch = (self.epoch, made["address"], made["stream"], made["shuffle"],
                                 made["holder"])
         return self._plan_epoch[1:]
 
@@ -153,7 +156,8 @@ class PackReader:
         rs = np.random.RandomState(self.seed if self.epoch == 0 else [self.seed, self.epoch])
         cache.shuffled(folder, "order", docs, rs, np.int32)
         order = np.load(f"{folder}/order.npy", mmap_mode="r")
-        with cache.Writer(folder, "stream", np.int64, docs + 1) as out:
+        with cache.Writer(folder, "stream", np.int64, docs + 1) as out, \
+                cache.Writer(folder, "address", np.int64, docs) as address:
             out.append(np.zeros(1, np.int64))
             carry = 0
             for _, piece in cache.chunks(order):
@@ -161,6 +165,7 @@ class PackReader:
                 ends += carry
                 out.append(ends)
                 carry = int(ends[-1])
+                address.append(self.build.starts[piece])
         del order
         dtype = np.uint32 if self.samples < np.iinfo(np.uint32).max - 1 else np.int64
         cache.shuffled(folder, "shuffle", self.samples, rs, dtype)
@@ -178,7 +183,7 @@ class PackReader:
                     at = np.arange(first, end, dtype=np.int64) * self.seq_len
                     out.put(first, lo + np.searchsorted(starts, at, side="right") - 1)
         del stream
-        self.build.documents().release()  # what gathering the lengths touched
+        self.build.documents().release()  # what gathering lengths and starts touched
 
     def __getstate__(self):
         """Without the plan (tens of MB for millions of documents): a DataLoader worker
@@ -203,7 +208,7 @@ class PackReader:
         return self._samples_at(sample_ids)
 
     def _samples_at(self, sample_ids: np.ndarray) -> tuple[np.ndarray, tuple]:
-        order, starts, _, holder = self._plan()
+        address, starts, _, holder = self._plan()
         rows, width = len(sample_ids), self.seq_len + 1
         lo = sample_ids * self.seq_len  # each sample's first token in the stream
         first = holder[sample_ids]  # the document holding it (its place in the order)
@@ -212,7 +217,7 @@ class PackReader:
         row_first = ends - counts  # each sample's first piece
         d = np.repeat(first - row_first, counts)
         d += self._range(int(ends[-1]))  # each piece's document, its place in the order
-        shift = self.build.starts[order[d]] - starts[d]  # stream position + shift = address
+        shift = address[d] - starts[d]  # stream position + shift = address, within a document
         a = starts[d]  # each piece's document's first token in the stream, then its own
         a[row_first] = lo
         sizes = starts[d + 1]
