@@ -45,6 +45,12 @@ other: `batch.block_causal_mask()` is the 4-D mask from `document_ids`). Every r
 one shape for every step, the same global sequence for every world size, and resume
 as above; a record longer than L is refused when the reader is made.
 
+Memory (`read.cache`): every record's token count and sample id, and each epoch's
+shuffles and packing plan, are `.npy` files written once into the build's reader cache
+(`cache_dir`, else beside the build, else the user's cache folder) and memory-mapped,
+so a rank holds the pages its steps touch and the windows it packs, whatever the
+build's size; a start or resume opens them.
+
 Arguments and states are checked (`read.checks`): ints only, each in a stated range
 (`tokens_per_step` at most MAX_TOKENS_PER_STEP, a state's step in 0..steps of its
 epoch, `batch_at` a step of the epoch), else ReaderArgumentError / ReaderStateError
