@@ -22,7 +22,7 @@ measures, each reader in a fresh process of its own, on a warm page cache:
                MINTDIM_REFERENCE_PYTHON: batch 8 of the most populated unit, sequential
 
 Tokens are token slots delivered (`input_ids.size`, padding included), after one
-untimed warm-up batch (UnitReader parses sample_index.jsonl on its first batch). Each
+untimed warm-up batch (a first open fills the reader's memory-mapped cache). Each
 reader reads until `--tokens` tokens or `--seconds` seconds (mintdim:
 `--reference-seconds`), whichever comes first, in `--repeat` interleaved rounds (the
 fastest run counts; mintdim's runs once). Also, each in a fresh process: time to

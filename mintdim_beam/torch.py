@@ -147,9 +147,9 @@ class UnitReaderDataset(IterableDataset):
         self._iterated_in_worker = False
 
     def set_epoch(self, epoch: int) -> None:
-        """Also plans the epoch here, so workers forked after it inherit the plan (a
-        packed epoch's, every window packed, about 0.2 s per million records) instead of
-        each making its own."""
+        """Also plans the epoch here, so workers forked after it map the plan this
+        process wrote to the reader's cache (`read.cache`) instead of each making its
+        own."""
         self.reader.set_epoch(epoch)
         len(self.reader)
 
