@@ -422,11 +422,11 @@ def wait_port(port: int, proc, timeout: float = 60.0, host: str = "127.0.0.1"):
     raise TimeoutError(f"port {port} did not open")
 
 
-def serve_emulator(cmd, port, env_updates, host: str = "127.0.0.1"):
+def serve_emulator(cmd, port, env_updates, host: str = "127.0.0.1", cwd=None):
     import fsspec
 
     # The servers log every request: never a pipe nobody reads (it fills and they stall).
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
     wait_port(port, proc, host=host)
     saved = {k: os.environ.get(k) for k in env_updates}
     os.environ.update(env_updates)
@@ -476,10 +476,11 @@ def gcs_emulator(host: str = "127.0.0.1", prefix: tuple = ()):
 
 
 @contextlib.contextmanager
-def counted_store(kind: str):
+def counted_store(kind: str, data_dir: Path | None = None):
     """The GCS ("gcs") or S3 ("s3") emulator behind `tools.counting_proxy`, this process
     (and any it starts) pointed at the proxy: yields (root URL, filesystem, proxy),
-    the proxy counting every byte the clients send and receive, object by object."""
+    the proxy counting every byte the clients send and receive, object by object.
+    `data_dir` (GCS only): the emulator serves the bucket `populate_gcs` wrote there."""
     import fsspec
 
     sys.path.insert(0, str(REPO / "tools"))
@@ -488,7 +489,7 @@ def counted_store(kind: str):
     port = free_port()
     if kind == "gcs":
         cmd = [str(EMULATOR_BIN / "gcp-storage-emulator"), "start", "--host", "127.0.0.1",
-               "--port", str(port), "--in-memory"]
+               "--port", str(port), *([] if data_dir else ["--in-memory"])]
         env = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "FSSPEC_GCS_TOKEN": "anon",
                "FSSPEC_GCS_PROJECT": "test"}
     else:
@@ -497,14 +498,34 @@ def counted_store(kind: str):
                "AWS_DEFAULT_REGION": "us-east-1"}
     with CountingProxy(port) as proxy:
         env["STORAGE_EMULATOR_HOST" if kind == "gcs" else "FSSPEC_S3_ENDPOINT_URL"] = proxy.url
-        proc, saved = serve_emulator(cmd, port, env)
+        proc, saved = serve_emulator(cmd, port, env, cwd=data_dir)
         fsspec.AbstractFileSystem.clear_instance_cache()
         fs = fsspec.filesystem("gs" if kind == "gcs" else "s3")
-        fs.mkdir("mintdim-test")
+        if data_dir is None:
+            fs.mkdir("mintdim-test")
         try:
             yield ("gs" if kind == "gcs" else "s3") + "://mintdim-test", fs, proxy
         finally:
             stop_emulator(proc, saved)
+
+
+def populate_gcs(data_dir: Path, objects) -> None:
+    """Write bucket mintdim-test holding `objects` ((name, bytes) pairs) into `data_dir`
+    the way the GCS emulator stores them, through its own storage code, saving its
+    metadata once: uploading 100,000 objects one by one would rewrite it each time."""
+    from gcp_storage_emulator.handlers import buckets
+    from gcp_storage_emulator.handlers import objects as handlers
+    from gcp_storage_emulator.storage import Storage
+
+    store = Storage(use_memory_fs=False, data_dir=str(data_dir))
+    save = store._write_config_to_file
+    store._write_config_to_file = lambda: None
+    buckets.create_bucket("mintdim-test", store)
+    for name, data in objects:
+        obj = handlers._make_object_resource("http://127.0.0.1", "mintdim-test", name,
+                                             "application/octet-stream", str(len(data)))
+        store.create_file("mintdim-test", name, data, handlers._checksums(data, obj))
+    save()
 
 
 def record_cat_ranges(url: str, monkeypatch) -> list:

@@ -219,7 +219,7 @@ def expand_histograms(p, plans: dict, ranges, result_path: str):
     from mintdim_beam.unit_build.graph import read_and_tokenize, real_errors
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    numbering, bad_lines, tokenized, _ = read_and_tokenize(p, plans, ranges)
+    numbering, bad_lines, tokenized, _, _ = read_and_tokenize(p, plans, ranges)
     histograms = (tokenized
                   | "BatchCounts" >> beam.Map(batch_counts)
                   | "HistogramPerDataset" >> beam.CombinePerKey(_CounterSum()))
@@ -288,7 +288,7 @@ def token_histograms(raw: dict, pipeline_options=None, *, policies=("prompt", "p
     options = make_options(pipeline_options)
     shape = RunShape(options)
     shape.check_paths(worker_paths(datasets, outputs=False))  # plan writes no output
-    ranges = plan_ranges(datasets, range_bytes(options))
+    ranges = plan_ranges(datasets, range_bytes(options), defer=True)
     with _result_dir(options, shape) as scratch:
         result_path = storage.join(scratch, "histograms.json")
         try:

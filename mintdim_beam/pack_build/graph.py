@@ -8,7 +8,7 @@ import apache_beam as beam
 
 from mintdim_beam.core.config.bad_rows import BadRows
 from mintdim_beam.core.formats import doc_order
-from mintdim_beam.core.inputs.input_files import manifest_inputs
+from mintdim_beam.core.inputs.input_files import entries_by_dataset
 from mintdim_beam.core.inputs.source import number_ranges
 from mintdim_beam.pack_build.finalize import finalize
 from mintdim_beam.pack_build.order import BucketTokens, OrderRangeFn, SliceRangeFn
@@ -18,6 +18,7 @@ from mintdim_beam.runtime.apply_to_all import ApplyToAll
 from mintdim_beam.runtime.first_error import FirstError
 from mintdim_beam.runtime.rejected_rows import split_rejected
 from mintdim_beam.runtime.options import is_single_process, max_line_bytes
+from mintdim_beam.runtime.planned_ranges import INPUTS, Ranges
 
 
 def expand_pack_build(p, plan, ranges, rows: BadRows = BadRows()):
@@ -25,10 +26,8 @@ def expand_pack_build(p, plan, ranges, rows: BadRows = BadRows()):
     `rows`: the bad-row policy (under `skip` bad rows leave the errors for
     `rejected_index.jsonl`)."""
     config = plan.config
-    ranges_in = p | "Ranges" >> beam.Create(ranges, reshuffle=False)
-    if not is_single_process(p.options):
-        ranges_in = ranges_in | "SpreadRanges" >> beam.Reshuffle()
-    tokenized = ranges_in | "Tokenize" >> beam.ParDo(
+    planned = p | "Ranges" >> Ranges(ranges, spread=not is_single_process(p.options))
+    tokenized = planned["ranges"] | "Tokenize" >> beam.ParDo(
         TokenizeRangeFn(plan, max_line_bytes(p.options))).with_outputs(COUNTS, ERRORS,
                                                                        main="parts")
     errors, rejected = split_rejected(p, tokenized[ERRORS], {0} if rows.skip else set())
@@ -47,9 +46,10 @@ def expand_pack_build(p, plan, ranges, rows: BadRows = BadRows()):
               | "GroupByShard" >> beam.GroupByKey()
               | "WriteShard" >> beam.ParDo(WriteShardFn(plan)))
     error = errors | "FirstError" >> FirstError({0: config}, numbering)
-    inputs = manifest_inputs(ranges).get(0, [])
     return shards | "Finalize" >> ApplyToAll(
-        lambda written, err, all_parts, gone, num: finalize(
-            written, err, all_parts, plan, inputs, rows, gone, num),
+        lambda written, err, all_parts, gone, num, inputs: finalize(
+            written, err, all_parts, plan, entries_by_dataset(inputs).get(0, []), rows,
+            gone, num),
         beam.pvalue.AsSingleton(error), beam.pvalue.AsList(parts),
-        beam.pvalue.AsList(rejected), beam.pvalue.AsSingleton(numbering))
+        beam.pvalue.AsList(rejected), beam.pvalue.AsSingleton(numbering),
+        beam.pvalue.AsList(planned[INPUTS]))

@@ -3,14 +3,15 @@ output), claim the output directory, run the pipeline and wait; a failure leaves
 `PACK_BUILD_FAILED.md`, no manifest, and the original error class."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from mintdim_beam.core.config.bad_rows import bad_rows
-
 from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack, with_run
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.files.ownership import PACK_FAILED, Claim, Heartbeat, check_free, new_run_id
+from mintdim_beam.core.inputs.planned import PlannedRanges, forget_loaded, store
 from mintdim_beam.core.inputs.source import plan_ranges
 from mintdim_beam.pack_build.finalize import MANIFEST, failed_notice
 from mintdim_beam.runtime.frozen_heap import frozen_heap
@@ -43,6 +44,17 @@ def _remove(path: str) -> None:
         storage.filesystem(path).rm(path)
 
 
+def on_storage(plan, ranges):
+    """The plan and ranges as the graph carries them: the per-file lists (files, fields,
+    templates), ranges and input identities in the scratch, only references in the graph
+    (`core.inputs.planned`)."""
+    config, scratch = plan.config, plan.config.scratch_path
+    per_file = {name: store(tuple(getattr(config, name)), scratch, f"{name}.pkl")
+                for name in ("files", "fields", "templates")}
+    stored = dataclasses.replace(plan, config=dataclasses.replace(config, **per_file))
+    return stored, PlannedRanges(ranges, lambda _: scratch)
+
+
 def run_pack(raw: dict, pipeline_options=None, on_bad_row: str = "abort",
              max_rejected: float | None = None) -> dict:
     """Build and wait; returns the summary (documents, tokens, shards, ...)."""
@@ -57,7 +69,7 @@ def run_pack(raw: dict, pipeline_options=None, on_bad_row: str = "abort",
     run.check_paths([("input", f.given, f.path) for f in config.files]
                     + [("tokenizer", config.tokenizer_given, config.tokenizer_path),
                        ("output", config.output_given, config.output_path)])
-    ranges = plan_ranges([config], run.range_bytes)
+    ranges = plan_ranges([config], run.range_bytes, defer=True)
     claim = Claim(run_id)
     claim.take([(config.output_path, config.output_given)])
     if run.disk_check:  # after the claim: an unwritable output says so first
@@ -79,7 +91,7 @@ def run_pack(raw: dict, pipeline_options=None, on_bad_row: str = "abort",
         from mintdim_beam.runtime.options import waits
 
         p = beam.Pipeline(options=options)
-        expand_pack_build(p, plan, ranges, rows)
+        expand_pack_build(p, *on_storage(plan, ranges), rows)
         with frozen_heap(), short_sampler_period(), shown_progress(run, ranges, "pack-build"), \
                 Heartbeat([config.output_path]):
             result = p.run()
@@ -94,6 +106,8 @@ def run_pack(raw: dict, pipeline_options=None, on_bad_row: str = "abort",
         if error is not None:
             raise error from None
         raise
+    finally:
+        forget_loaded()  # the run's planned values (`on_storage`)
     summary = {"output_dir": config.output_given, "documents": manifest["documents"],
                "tokens": manifest["tokens"], "empty_documents": manifest["empty_documents"],
                "shards": len(manifest["shards"]), "dtype": manifest["dtype"],

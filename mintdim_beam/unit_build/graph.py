@@ -12,10 +12,11 @@ import apache_beam as beam
 
 from mintdim_beam.core.errors.failures import ExtraTurnsPending, LongLinePending
 from mintdim_beam.core.files import storage
-from mintdim_beam.core.inputs.input_files import manifest_inputs
+from mintdim_beam.core.inputs.planned import range_starts
 from mintdim_beam.core.inputs.source import number_ranges
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
 from mintdim_beam.runtime.first_error import FirstError
+from mintdim_beam.runtime.planned_ranges import INPUTS
 from mintdim_beam.runtime.rejected_rows import split_rejected
 from mintdim_beam.unit_build.transforms.assign import (HASHES, INDEX_PARTS, STATS, AssignUnits,
                                                        UnitOffsets, declared_units,
@@ -48,7 +49,7 @@ def read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
     """ReadJSONL -> Render -> Tokenize, plus exact numbering from per-range counts and
     the rows rejected under `on_bad_row="skip"` (which take no sample id).
     `warm_key`: helper encoder processes the driver already started (`warm_helpers`).
-    Returns (numbering, pending errors, tokenized batches, rejected rows)."""
+    Returns (numbering, pending errors, tokenized batches, rejected rows, input entries)."""
     from mintdim_beam.runtime.options import encoder_processes, is_single_process, max_line_bytes
 
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
@@ -64,14 +65,15 @@ def read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
                                            dict(counts), gone),
         beam.pvalue.AsList(rejected))
     tokenized = rendered["rendered"] | "Tokenize" >> Tokenize(
-        plans, encoder_processes(p.options), warm_key, {r.key: r.start for r in ranges})
-    return numbering, errors, tokenized, rejected
+        plans, encoder_processes(p.options), warm_key, range_starts(ranges))
+    return numbering, errors, tokenized, rejected, read[INPUTS]
 
 
 def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | None = None):
     """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    numbering, bad_lines, tokenized, rejected = read_and_tokenize(p, plans, ranges, warm_key)
+    numbering, bad_lines, tokenized, rejected, inputs = read_and_tokenize(p, plans, ranges,
+                                                                          warm_key)
     from mintdim_beam.runtime.options import max_line_bytes, stages_records
 
     staging = StageRecords(plans, stages_records(p.options))
@@ -100,14 +102,14 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     return p | "Finalize" >> Finalize(plans, datasets, {
         "errors": errors, "numbering": numbering, "overflow_plans": overflow_plans,
         "stats": stats, "file_parts": file_parts, "dup_parts": dup_parts,
-        "shards": shards, "rejected": rejected}, inputs=manifest_inputs(ranges))
+        "shards": shards, "rejected": rejected, "inputs": inputs})
 
 
 def expand_overflow_survey(p, plans: dict, ranges, result_path: str):
     """Planning pass for the interactive prompt: the overflow candidates and the first
     bad line, pickled to `result_path` for the driver to ask about."""
     datasets = {ds: plan.dataset for ds, plan in plans.items()}
-    numbering, bad_lines, tokenized, _ = read_and_tokenize(p, plans, ranges)
+    numbering, bad_lines, tokenized, _, _ = read_and_tokenize(p, plans, ranges)
     candidates = (tokenized
                   | "OverflowCandidates" >> beam.FlatMap(lambda e: overflow_candidates(plans, e))
                   | "Number" >> ApplyToAll(lambda c, num: number_candidates(c, datasets, num),

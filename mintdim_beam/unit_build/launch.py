@@ -22,6 +22,7 @@ from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import UNIT_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.files.ownership import Claim, Heartbeat, check_free, new_run_id
 from mintdim_beam.core.formats import mintdim as fmt
+from mintdim_beam.core.inputs.planned import PlannedRanges, files_on_storage, forget_loaded
 from mintdim_beam.core.inputs.source import plan_ranges
 from mintdim_beam.core.render.template_checks import notice_text
 from mintdim_beam.runtime.frozen_heap import fewer_collections, frozen_heap
@@ -187,6 +188,16 @@ def group_size_stats(pipeline_result) -> dict:
             "sum": sum(d.sum for d in dists)}
 
 
+def on_storage(plans: dict, ranges):
+    """The plans and ranges as the graph carries them: the file lists, ranges and input
+    identities written to each dataset's scratch, only their references in the graph
+    (`core.inputs.planned`: its size does not grow with the number of files)."""
+    scratch = {ds: plan.dataset.scratch_path for ds, plan in plans.items()}
+    stored = {ds: dataclasses.replace(plan, dataset=files_on_storage(plan.dataset, scratch[ds]))
+              for ds, plan in plans.items()}
+    return stored, PlannedRanges(ranges, scratch.__getitem__)
+
+
 def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "prompt",
            pipeline_options=None, on_lossy: str = "continue", rows: BadRows = BadRows()):
     """Validate, prepare, run and wait; returns (outputs, Beam PipelineResult).
@@ -211,6 +222,8 @@ def launch(raw: dict, on_template_unk: str = "prompt", on_overflow: str = "promp
         for helper in spawned:  # a config error is not kept waiting for their start
             helper.close(kill=True)
         raise
+    finally:
+        forget_loaded()  # the run's planned values (`on_storage`)
     for helper in spawned:  # stopping one stopped already does nothing
         helper.close()
     return launched
@@ -226,7 +239,7 @@ def _launch_planned(datasets, spawned, on_template_unk, on_overflow, pipeline_op
     interactive = run.local and stdin_is_tty()
     _resolve_template_unk(plans, on_template_unk, interactive)
     _resolve_notices(plans, on_lossy)
-    ranges = plan_ranges(datasets, run.range_bytes)
+    ranges = plan_ranges(datasets, run.range_bytes, defer=True)
 
     claim = Claim(run_id)
     claim.take([(d.output_path, d.output_given) for d in datasets])
@@ -263,7 +276,7 @@ def _launch_planned(datasets, spawned, on_template_unk, on_overflow, pipeline_op
             from mintdim_beam.unit_build.graph import expand_unit_build
 
             p = beam.Pipeline(options=options)
-            expand_unit_build(p, plans, ranges, choosers, warm_key)
+            expand_unit_build(p, *on_storage(plans, ranges), choosers, warm_key)
             with frozen_heap(), short_sampler_period(), shown_progress(run, ranges), \
                     Heartbeat(d.output_path for d in datasets):
                 pipeline_result = p.run()

@@ -145,7 +145,7 @@ def resolve_pack(raw: dict) -> PackConfig:
             compiled[f.entry] = compile_template(pick(templates, f.entry), pick(fields, f.entry),
                                                  f.given)
     return PackConfig(
-        files=tuple(InputFile(i, f.given, f.path, f.entry_text if f.expanded else "")
+        files=tuple(InputFile(i, f.given, f.path, f.entry_text if f.expanded else "", f.listed)
                     for i, f in enumerate(files)),
         fields=tuple(tuple(pick(fields, f.entry)) for f in files),
         templates=tuple(compiled[f.entry] for f in files),

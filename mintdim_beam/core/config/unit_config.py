@@ -29,6 +29,7 @@ class InputFile:
     given: str  # the path as the user wrote it, or as its entry spells it (index rows)
     path: str  # resolved path used for I/O
     entry: str = ""  # the source.files entry that gave it (a directory, a pattern): manifest
+    listed: tuple = ()  # a remote file's identity from that entry's listing (`file_list`)
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
         i = listed.entry
         per_file.append({
             "file": InputFile(pos, listed.given, listed.path,
-                              listed.entry_text if listed.expanded else ""),
+                              listed.entry_text if listed.expanded else "", listed.listed),
             "listed": listed,
             "fields": tuple(_pick(fields, i)),
             "template": _pick(templates, i),

@@ -21,6 +21,7 @@ Rules the rest of the code relies on:
 """
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -41,6 +42,9 @@ class ListedFile:
     entry_text: str  # that entry as written
     given: str  # the file's path in the entry's spelling (recorded in index rows)
     path: str  # resolved path used for I/O
+    # A remote file found by a listing: its identity as the listing gave it (size and
+    # generation / ETag), so planning needs no request of its own (`source.FileToPlan`).
+    listed: tuple = ()
 
     @property
     def expanded(self) -> bool:
@@ -62,14 +66,25 @@ def expand(entries, context: str = "source") -> list[ListedFile]:
     listed = []
     for index, entry in enumerate(entries):
         found = _expand_one(entry, context)
-        listed += [ListedFile(index, entry, given, storage.resolve(given)) for given in found]
+        listed += [ListedFile(index, entry, given, storage.resolve(given), identity)
+                   for given, identity in found]
     return listed
 
 
-def _expand_one(entry: str, context: str) -> list[str]:
+def _listed_identity(path: str, info: dict) -> tuple:
+    """A remote file's identity from its listing entry; () locally or when the listing
+    has no size."""
+    if not storage.is_url(path) or "size" not in info:
+        return ()
+    from mintdim_beam.core.inputs.input_files import listing_identity
+
+    return listing_identity(info)
+
+
+def _expand_one(entry: str, context: str) -> list[tuple[str, tuple]]:
     path = storage.resolve(entry)
     if storage.is_file(path):
-        return [entry]
+        return [(entry, ())]
     if storage.is_dir(path):
         found = _children(entry, path)
         if not found:
@@ -97,17 +112,17 @@ def _join(base: str, name: str) -> str:
     return os.path.join(base, name)
 
 
-def _children(entry: str, path: str) -> list[str]:
+def _children(entry: str, path: str) -> list[tuple[str, tuple]]:
     fs = storage.filesystem(path)
     fs.invalidate_cache(path)
-    names = []
+    names = {}
     for info in fs.ls(path, detail=True):
         name = info["name"].rstrip("/").rsplit("/", 1)[-1]
         if name.startswith(".") or not _is_file(fs, info):
             continue
         if name.lower().endswith(INPUT_SUFFIXES):
-            names.append(name)
-    return [_join(entry, name) for name in _bytewise(names)]
+            names[name] = _listed_identity(path, info)
+    return [(_join(entry, name), names[name]) for name in _bytewise(names)]
 
 
 def _bytewise(names) -> list[str]:
@@ -129,7 +144,7 @@ def _root(entry: str) -> str:
     return scheme + root
 
 
-def _matches(entry: str) -> list[str]:
+def _matches(entry: str) -> list[tuple[str, tuple]]:
     root = _root(entry)
     if storage.is_url(entry):
         fs = storage.filesystem(entry)
@@ -141,7 +156,7 @@ def _matches(entry: str) -> list[str]:
         pattern = storage.resolve(entry)
     fs.invalidate_cache()
     found = fs.glob(pattern, detail=True)
-    given = []
+    given = {}
     hidden_wanted = entry.rstrip("/").rsplit("/", 1)[-1].startswith(".")
     for name, info in found.items():
         name = name.rstrip("/")
@@ -149,8 +164,8 @@ def _matches(entry: str) -> list[str]:
                                       and not hidden_wanted):
             continue  # a directory; a hidden file unless the pattern asks for one
         rel = name[len(base):].lstrip("/") if base and name.startswith(base) else name
-        given.append(_join(root, rel) if root else rel)
-    return _bytewise(given)
+        given[_join(root, rel) if root else rel] = _listed_identity(pattern, info)
+    return [(name, given[name]) for name in _bytewise(given)]
 
 
 def same_file_key(path: str) -> tuple:
@@ -159,9 +174,14 @@ def same_file_key(path: str) -> tuple:
     if not storage.is_url(path):
         stat = os.stat(path)
         return (("inode", stat.st_dev, stat.st_ino), ("real", os.path.realpath(path)))
-    fs = storage.filesystem(path)
+    fs = _scheme_filesystem(path.split("://", 1)[0])  # not one lookup per file: 100,000
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     return (("url", protocol, fs._strip_protocol(path)),)
+
+
+@functools.lru_cache(maxsize=None)
+def _scheme_filesystem(scheme: str):
+    return storage.filesystem(f"{scheme}://")
 
 
 def first_repeat(files) -> tuple | None:

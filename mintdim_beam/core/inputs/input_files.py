@@ -9,6 +9,9 @@ per range (a stat, or one metadata request, and two block reads), never per line
 
 The identity ends with a digest of the file's first and last `ENDS_BLOCK` bytes: a
 rewrite of the same size whose modification time was put back still differs there.
+A remote file found by a directory or pattern is planned by a worker
+(`source.FileToPlan`): the launcher keeps the size and stamp its listing gave, and the
+worker's probe, which adds the digest, must find the same ones.
 """
 from __future__ import annotations
 
@@ -67,6 +70,12 @@ def _from_info(info: dict) -> tuple:
             found.append((name, _scalar(info[key])))
             break
     return tuple(found)
+
+
+def listing_identity(info: dict) -> tuple:
+    """The identity a listing entry gives (size and stamp, no `ends`): what planning
+    takes for a remote file found by a directory or pattern (`source.FileToPlan`)."""
+    return _from_info(info)
 
 
 def _fresh_fs(path: str):
@@ -224,22 +233,37 @@ def open_range(byte_range):
 
 
 def manifest_inputs(ranges) -> dict:
-    """{dataset: [{"file": given, "size": ..., <stamp>: ..., ["compression"],
-    ["format"], ["bom"]}, ...]} in file order, from the planned ranges (each file's
-    first range). `format` is written for a JSON array or Parquet file, `bom` (true) for
-    text that starts with a UTF-8 BOM: how it was read, not part of its identity."""
+    """{dataset: [input_entry, ...]} in file order, from the planned ranges (each
+    file's first range)."""
     firsts = {(r.dataset, r.file_pos): r for r in ranges if r.range_no == 0}
     inputs: dict = {}
     for key in sorted(firsts):
-        r = firsts[key]
-        entry = {"file": r.given or r.path, **dict(r.identity)}
-        if r.codec != PLAIN:
-            entry["compression"] = r.codec
-        if r.format != formats.JSONL:
-            entry["format"] = r.format
-        if r.bom:
-            entry["bom"] = True
-        inputs.setdefault(r.dataset, []).append(entry)
+        inputs.setdefault(key[0], []).append(input_entry(firsts[key]))
+    return inputs
+
+
+def input_entry(first_range) -> dict:
+    """{"file": given, "size": ..., <stamp>: ..., ["compression"], ["format"], ["bom"]}
+    from a file's first range. `format` is written for a JSON array or Parquet file,
+    `bom` (true) for text that starts with a UTF-8 BOM: how it was read, not part of its
+    identity."""
+    r = first_range
+    entry = {"file": r.given or r.path, **dict(r.identity)}
+    if r.codec != PLAIN:
+        entry["compression"] = r.codec
+    if r.format != formats.JSONL:
+        entry["format"] = r.format
+    if r.bom:
+        entry["bom"] = True
+    return entry
+
+
+def entries_by_dataset(firsts) -> dict:
+    """{dataset: [entry, ...]} in file order from (dataset, file_pos, entry) triples
+    (the `Ranges` stage's `inputs` output)."""
+    inputs: dict = {}
+    for ds, _, entry in sorted(firsts, key=lambda t: t[:2]):
+        inputs.setdefault(ds, []).append(entry)
     return inputs
 
 

@@ -8,7 +8,8 @@ A gzip or zstd file cannot be split: it is one range, read decompressed (`compre
 A Parquet range is one or more whole row groups (`parquet`); a JSON array is one range
 (`json_array`); a UTF-8 BOM at the start of a JSONL file is skipped (`formats`).
 Each range carries its file's identity at planning, checked when it is read
-(`input_files`).
+(`input_files`). A remote file a listing found is planned where it is read
+(`FileToPlan`): planning 100,000 objects then costs their listing, not a request each.
 """
 from __future__ import annotations
 
@@ -49,30 +50,81 @@ class ByteRange:
         return self.codec == "plain" and self.format != "parquet"
 
 
-def plan_ranges(datasets, range_bytes: int = DEFAULT_RANGE_BYTES) -> list[ByteRange]:
+def plan_ranges(datasets, range_bytes: int = DEFAULT_RANGE_BYTES,
+                defer: bool = False) -> list:
+    """Every input file's ranges, in order. With `defer`, a remote file a listing found
+    (its `listed` identity known) is one `FileToPlan` instead, planned where it is read:
+    planning then makes no request per file."""
     if range_bytes <= 0:
         raise ValueError("input_range_bytes must be positive")
-    from mintdim_beam.core.inputs.input_files import probe
-
     ranges = []
     for dataset in datasets:
         for file_pos, source in enumerate(dataset.files):
-            identity, codec, kind, bom = probe(source.path, source.given)
-            extra = {"given": source.given, "identity": identity, "codec": codec,
-                     "format": kind, "bom": bom}
-            if kind == "parquet":
-                ranges += _parquet_ranges(dataset.index, file_pos, source, range_bytes, extra)
-                continue
-            if codec != "plain" or kind == "json_array":  # cannot be split
-                ranges.append(ByteRange(dataset.index, file_pos, source.path, 0, 0,
-                                        UNBOUNDED, **extra))
-                continue
-            total = dict(identity)["size"]
-            starts = range(0, max(total, 1), range_bytes)
-            for range_no, start in enumerate(starts):
-                ranges.append(ByteRange(dataset.index, file_pos, source.path, range_no,
-                                        start, min(start + range_bytes, total), **extra))
+            if defer and getattr(source, "listed", ()):
+                ranges.append(FileToPlan(dataset.index, file_pos, source.path, source.given,
+                                         source.listed, range_bytes))
+            else:
+                ranges += plan_file(dataset.index, file_pos, source, range_bytes)
     return ranges
+
+
+def plan_file(dataset: int, file_pos: int, source, range_bytes: int) -> list[ByteRange]:
+    """One file's ranges: its identity and format probed now (`input_files.probe`)."""
+    from mintdim_beam.core.inputs.input_files import probe
+
+    identity, codec, kind, bom = probe(source.path, source.given)
+    extra = {"given": source.given, "identity": identity, "codec": codec,
+             "format": kind, "bom": bom}
+    if kind == "parquet":
+        return _parquet_ranges(dataset, file_pos, source, range_bytes, extra)
+    if codec != "plain" or kind == "json_array":  # cannot be split
+        return [ByteRange(dataset, file_pos, source.path, 0, 0, UNBOUNDED, **extra)]
+    total = dict(identity)["size"]
+    starts = range(0, max(total, 1), range_bytes)
+    return [ByteRange(dataset, file_pos, source.path, range_no, start,
+                      min(start + range_bytes, total), **extra)
+            for range_no, start in enumerate(starts)]
+
+
+@dataclass(frozen=True)
+class FileToPlan:
+    """A remote input whose ranges are planned by the worker that takes it (`ranges`):
+    its format is found from its first bytes, which planning 100,000 objects would
+    otherwise fetch one request at a time. Reads like its file's first range to the
+    launcher (size for progress and the disk check, the key of range 0)."""
+
+    dataset: int
+    file_pos: int
+    path: str
+    given: str
+    identity: tuple  # size and stamp from the listing
+    range_bytes: int
+    range_no: int = 0
+    start: int = 0
+    codec: str = "plain"
+    format: str = "jsonl"
+    bom: bool = False
+
+    @property
+    def end(self) -> int:
+        return int(dict(self.identity)["size"])
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.dataset, self.file_pos, 0)
+
+    def ranges(self) -> list[ByteRange]:
+        """The file's ranges as `plan_file` makes them; SourceChangedError when the
+        file is no longer the one listed."""
+        from mintdim_beam.core.errors import SourceChangedError
+        from mintdim_beam.core.inputs.input_files import describe
+
+        planned = plan_file(self.dataset, self.file_pos, self, self.range_bytes)
+        found = planned[0].identity[:len(self.identity)]
+        if found != self.identity:
+            raise SourceChangedError(file=self.given or self.path,
+                                     planned=describe(self.identity), found=describe(found))
+        return planned
 
 
 def _parquet_ranges(dataset: int, file_pos: int, source, range_bytes: int, extra) -> list:

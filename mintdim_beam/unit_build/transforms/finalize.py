@@ -16,6 +16,7 @@ from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.files.ownership import release
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.inputs import file_list
+from mintdim_beam.core.inputs.input_files import entries_by_dataset
 from mintdim_beam.core.version import __version__
 from mintdim_beam.runtime.faults import BundleFaults
 from mintdim_beam.runtime.first_error import FirstError
@@ -37,16 +38,15 @@ def first_lossy(plan, part_path: str) -> dict:
 
 
 class FinalizeFn(beam.DoFn):
-    def __init__(self, plans: dict, inputs: dict | None = None):
+    def __init__(self, plans: dict):
         self._plans = plans
-        self._inputs = inputs or {}  # dataset -> the inputs' planned identities
         self._faults = BundleFaults("finalize")
 
     def start_bundle(self):
         self._faults.start_bundle()
 
     def process(self, ds, error, packed_plans, stats, file_parts, dup_parts, shards,
-                rejected, numbering):
+                rejected, numbering, inputs):
         overflow_plans = packed_plans.unpack()
         if error is not None:
             raise WorkerFailure(error)
@@ -92,8 +92,8 @@ class FinalizeFn(beam.DoFn):
             if not distribution.get(size):
                 write(f"{fmt.unit_dir(size)}/{fmt.EMPTY_UNIT}", fmt.empty_unit_notice(size))
         ours = {"mintdim_beam_version": __version__}
-        if ds in self._inputs:
-            ours["inputs"] = self._inputs[ds]  # what the build read (`input_files`)
+        # What the build read (`input_files`): each file's identity, as its ranges did.
+        ours["inputs"] = entries_by_dataset(i for i in inputs if i[0] == ds).get(ds, [])
         if plan.bad_rows.skip:  # the rows that did not become samples, and the policy
             ours.update(rejected_keys)
         ours["build_config"] = dataset_config(plan.dataset)  # what `verify --deep` rebuilds
@@ -120,10 +120,9 @@ class Finalize(beam.PTransform):
     """One finalize per dataset, after every shard and part exists (side inputs); the
     index parts arrive as `join_parts.PartsOfFiles` numbers them."""
 
-    def __init__(self, plans, datasets, sides: dict, inputs: dict | None = None):
+    def __init__(self, plans, datasets, sides: dict):
         super().__init__()
         self._plans, self._datasets, self._sides = plans, datasets, sides
-        self._inputs = inputs
 
     def expand(self, pbegin):
         s = self._sides
@@ -132,7 +131,7 @@ class Finalize(beam.PTransform):
         return (pbegin
                 | "Datasets" >> beam.Create(sorted(self._plans))
                 | "FinalizeDataset" >> beam.ParDo(
-                    FinalizeFn(self._plans, self._inputs),
+                    FinalizeFn(self._plans),
                     beam.pvalue.AsSingleton(error),
                     beam.pvalue.AsSingleton(s["overflow_plans"]),
                     beam.pvalue.AsDict(s["stats"]),
@@ -140,4 +139,5 @@ class Finalize(beam.PTransform):
                     beam.pvalue.AsList(s["dup_parts"]),
                     beam.pvalue.AsList(s["shards"]),
                     beam.pvalue.AsList(s["rejected"]),
-                    beam.pvalue.AsSingleton(s["numbering"])))
+                    beam.pvalue.AsSingleton(s["numbering"]),
+                    beam.pvalue.AsList(s["inputs"])))

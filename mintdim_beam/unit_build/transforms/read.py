@@ -7,6 +7,7 @@ from mintdim_beam.core.errors import MintDimError
 from mintdim_beam.core.errors.failures import WorkerFailure
 from mintdim_beam.core.inputs.input_files import open_range
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES, RangeBatches
+from mintdim_beam.runtime.planned_ranges import INPUTS, Ranges
 from mintdim_beam.runtime.progress import range_size, tally
 
 COUNTS = "range_counts"
@@ -41,9 +42,11 @@ class ReadRangeFn(beam.DoFn):
 
 
 class ReadJSONL(beam.PTransform):
-    """Takes the planned ranges, spreads them over workers, reads them.
+    """Takes the planned ranges (a list, or `PlannedRanges` on storage), spreads them
+    over workers, reads them.
 
-    Outputs `batches` ((dataset, file, range, batch), entries) and `range_counts`.
+    Outputs `batches` ((dataset, file, range, batch), entries), `range_counts` and
+    `inputs` (each file's manifest entry, `planned_ranges`).
     """
 
     def __init__(self, ranges, batch_sizes: dict, spread: bool = True,
@@ -55,10 +58,8 @@ class ReadJSONL(beam.PTransform):
         self._max_line_bytes = max_line_bytes
 
     def expand(self, pbegin):
-        ranges = pbegin | "Ranges" >> beam.Create(self._ranges, reshuffle=False)
-        if self._spread:
-            ranges = ranges | "SpreadRanges" >> beam.Reshuffle()
-        read = ranges | "ReadRanges" >> beam.ParDo(ReadRangeFn(
+        planned = pbegin | "Ranges" >> Ranges(self._ranges, self._spread)
+        read = planned["ranges"] | "ReadRanges" >> beam.ParDo(ReadRangeFn(
             self._batch_sizes, self._max_line_bytes)).with_outputs(
             COUNTS, main="batches")
         batches = read.batches
@@ -67,4 +68,4 @@ class ReadJSONL(beam.PTransform):
             batches = batches | "SpreadBatches" >> beam.Reshuffle()
         # A single in-process worker gains nothing from either spread and skips both
         # copies (and reads the ranges in order, the first one first).
-        return {"batches": batches, COUNTS: read[COUNTS]}
+        return {"batches": batches, COUNTS: read[COUNTS], INPUTS: planned[INPUTS]}

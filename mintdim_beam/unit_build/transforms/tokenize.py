@@ -50,7 +50,8 @@ class TokenizeFn(beam.DoFn):
         self._plans = plans
         self._encoder_processes = encoder_processes
         self._warm_key = warm_key  # helpers the driver started early (`warm_helpers`)
-        self._range_starts = range_starts or {}  # (dataset, file, range) -> first byte
+        # dataset -> {(dataset, file, range): first byte} (`planned.range_starts`)
+        self._range_starts = range_starts or {}
         self._faults = BundleFaults("tokenize")
         self._head_start = Metrics.counter("mintdim", "head_start_samples")
 
@@ -123,7 +124,8 @@ class TokenizeFn(beam.DoFn):
         ds, file_pos, range_no, _ = chunk_key
         return EncoderCrashError(
             file=self._plans[ds].dataset.files[file_pos].given,
-            lines=batch_lines(batch["lines"], self._range_starts.get(chunk_key[:3])),
+            lines=batch_lines(batch["lines"],
+                              self._range_starts.get(ds, {}).get(chunk_key[:3])),
             reason=exit_reason(returncode)).to_payload()
 
 
