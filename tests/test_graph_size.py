@@ -21,6 +21,7 @@ import pytest
 from conftest import (IN_MEMORY, MULTI_PROCESS, counted_store, populate_gcs, read_tree,
                       write_jsonl)
 from mintdim_beam import errors
+from mintdim_beam.core.errors.failures import WorkerFailure, recover
 
 FILES = 100_000
 TERABYTE = 1 << 40
@@ -118,22 +119,27 @@ def test_the_plan_on_storage_reads_back_as_planned(tmp_path):
 
     files = _synthetic_files(3000)
     ranges = _synthetic_ranges(files, TERABYTE)
-    chunks = planned.store_ranges(ranges, lambda ds: str(tmp_path / "scratch"))
+    scratch = str(tmp_path / "_mintdim_tmp" / "run")  # as storage.run_scratch names it
+    chunks = planned.store_ranges(ranges, lambda ds: scratch)
     assert [len(c) for c in chunks] == [1024, 1024, 952]
     assert all(len(pickle.dumps(c)) < 400 for c in chunks)  # a reference, not the ranges
     planned.forget_loaded()  # as a worker process that never saw them
     again = [r for c in pickle.loads(pickle.dumps(chunks)) for r in c]
     assert again == ranges
-    stored = planned.store(files, str(tmp_path / "scratch"), "files.pkl")
+    stored = planned.store(files, scratch, "files.pkl")
     planned.forget_loaded()
     assert len(stored) == 3000 and stored[2999] == files[2999] and tuple(stored) == files
-    (tmp_path / "scratch" / planned.PLAN_DIR / "files.pkl").write_bytes(pickle.dumps(()))
+    (Path(scratch) / planned.PLAN_DIR / "files.pkl").write_bytes(pickle.dumps(()))
     planned.forget_loaded()
-    with pytest.raises(planned.PlanMissingError, match="not the one this run wrote"):
+    with pytest.raises(WorkerFailure) as info:  # carried across the runner as its class
         stored[0]
-    (tmp_path / "scratch" / planned.PLAN_DIR / "files.pkl").unlink()
-    with pytest.raises(planned.PlanMissingError, match="is gone"):
+    error = recover(info.value)
+    assert type(error) is errors.OutputWriteError and error.kwargs["directory"] == str(tmp_path)
+    assert "is not the one this run wrote" in error.kwargs["reason"]
+    (Path(scratch) / planned.PLAN_DIR / "files.pkl").unlink()
+    with pytest.raises(WorkerFailure) as info:
         stored[0]
+    assert "files.pkl is not there" in recover(info.value).kwargs["reason"]
 
 
 def test_planning_100k_gcs_objects_makes_listing_requests_only(tmp_path, tokenizers_dir):

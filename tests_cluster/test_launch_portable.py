@@ -79,10 +79,12 @@ def test_the_template_entry_point_with_every_template_parameter_on_the_portable_
 
 def test_a_finished_job_whose_output_is_elsewhere_is_a_failed_build(tmp_path):
     """A worker pool with a disk of its own (`isolated_job_service`) and an output there
-    declared shared when it is not: the job writes the output on the worker's disk, the
-    launcher finds no manifest. It ends as the build's failure (exit 1, an
-    OutputWriteError naming the directory), its notices written and the marker marked
-    failed, not a FileNotFoundError outside the failure handling."""
+    declared shared when it is not: the workers cannot read the plan the launcher wrote
+    into the output's scratch, so the job stops at its first step instead of building on
+    the wrong disk. It ends as the build's failure (exit 1, an OutputWriteError naming the
+    directory), its notices written and the marker marked failed, not a
+    FileNotFoundError outside the failure handling (Beam's job service logs the worker's
+    traceback before; the launcher's own report after it has none)."""
     private = tmp_path / "here"  # the worker pool has a disk of its own there
     private.mkdir()
     with isolated_job_service(private) as portable:
@@ -93,7 +95,9 @@ def test_a_finished_job_whose_output_is_elsewhere_is_a_failed_build(tmp_path):
                    "--on_overflow=truncate", *flags, timeout=600)
         assert proc.returncode == 1, proc.stderr[-3000:]
         assert "OutputWriteError" in proc.stderr and str(out) in proc.stderr
-        assert "Traceback" not in proc.stderr
+        report = proc.stderr.split("[unit-build] failed: OutputWriteError", 1)[1]
+        assert "Traceback" not in report and "is not there" in report
+        assert "FileNotFoundError" not in proc.stderr
         marker = json.loads((out / "_mintdim_build.json").read_text())
         assert marker["state"] == "failed" and "OutputWriteError" in marker["reason"]
         assert (out / "unit_64/UNIT_BUILD_FAILED.md").exists()

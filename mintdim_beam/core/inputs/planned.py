@@ -23,9 +23,20 @@ _LOADED: dict = {}  # (path, digest) -> value, per process
 _LOCK = threading.Lock()
 
 
-class PlanMissingError(RuntimeError):
-    """A planned file cannot be read back as written (removed by `clean` or another
-    run, or changed): the run cannot go on with a plan it did not make."""
+def _unreadable(path: str, why: str):
+    """The error of a planned file a worker cannot read as written: an `OutputWriteError`
+    naming the output directory (the plan lives in its scratch), carried as its class
+    across the runner. Why it happens: workers that do not share the output's disk
+    (`--shared_filesystem` said otherwise), or `clean` or another run removed it."""
+    from mintdim_beam.core.errors import OutputWriteError
+    from mintdim_beam.core.errors.failures import WorkerFailure
+
+    marker = f"/{storage.TMP_DIR_NAME}/"
+    directory = path.split(marker, 1)[0] if marker in path else path
+    return WorkerFailure(OutputWriteError(directory=directory, reason=(
+        f"the run's planned file {path} {why}: the workers do not see the output directory "
+        "this launcher wrote (a local path on workers that do not share this disk?), or "
+        "`clean` or another run removed it")).to_payload())
 
 
 class Stored:
@@ -88,11 +99,9 @@ def _read(path: str, digest: str):
     try:
         data = storage.read_bytes(path)
     except FileNotFoundError:
-        raise PlanMissingError(f"the run's planned file {path} is gone (removed by `clean` "
-                               f"or by another run?): start the build again") from None
+        raise _unreadable(path, "is not there") from None
     if _digest(data) != digest:
-        raise PlanMissingError(f"the run's planned file {path} is not the one this run "
-                               f"wrote: start the build again")
+        raise _unreadable(path, "is not the one this run wrote")
     return pickle.loads(data)
 
 
