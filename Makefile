@@ -5,10 +5,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SP_IDS := .tools/sp_ids/.built
+BPE_TRAIN := .tools/bpe_train/.built
 
 .PHONY: setup demo test test-fast test-interop test-cluster clean
 
-setup: $(STAMP) $(SP_IDS)
+setup: $(STAMP) $(SP_IDS) $(BPE_TRAIN)
 
 # compileall: byte-compile our sources as a regular install would (an editable one does
 # not, and with PYTHONDONTWRITEBYTECODE set nothing ever writes them); otherwise every
@@ -27,7 +28,15 @@ $(SP_IDS): $(STAMP) native/sp_ids/sp_ids.cc tools/build_sp_ids.sh
 	sh tools/build_sp_ids.sh $(PY) .tools/sp_ids
 	touch $@
 
-demo: $(STAMP) $(SP_IDS)
+# Hugging Face BPE training from summed word counts: `tokenizers`' own BpeTrainer, built
+# with cargo over the crate in the sdist of the venv's tokenizers (about 2 minutes). Where
+# it cannot be built, the script says so and training feeds the counts to the Python
+# package's trainer (the same result, slower).
+$(BPE_TRAIN): $(STAMP) native/bpe_train/src/main.rs native/bpe_train/Cargo.toml tools/build_bpe_train.sh
+	sh tools/build_bpe_train.sh $(PY) .tools/bpe_train
+	touch $@
+
+demo: $(STAMP) $(SP_IDS) $(BPE_TRAIN)
 	rm -rf demo_out
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) examples/demo.py demo_out
 
@@ -42,7 +51,7 @@ $(PUBLISHED)/.done: tools/published_tokenizers.py $(STAMP)
 # fixtures built once): many tests wait on helper processes, job services and emulators,
 # so two keep both cores busy (TEST_WORKERS=0 runs the suite in one process).
 TEST_WORKERS ?= 2
-test: $(STAMP) $(SP_IDS) $(PUBLISHED)/.done
+test: $(STAMP) $(SP_IDS) $(BPE_TRAIN) $(PUBLISHED)/.done
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: $(STAMP)
@@ -71,4 +80,5 @@ test-cluster: $(STAMP) $(PRISM)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PRISM=$(PRISM) $(PY) -m pytest tests_cluster -q -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) demo_out build *.egg-info .tools mintdim_beam/core/tokenizer/sp_ids*.so
+	rm -rf $(VENV) demo_out build *.egg-info .tools mintdim_beam/core/tokenizer/sp_ids*.so \
+	    mintdim_beam/train_tokenizer/bpe_train

@@ -157,11 +157,84 @@ class PackBuildJob:
                         max_rejected=max_rejected)
 
 
+class _TrainSource(_Block):
+    def jsonl(self, *, files: Sequence[str], fields: Sequence[Sequence[str]],
+              templates: Sequence[str]) -> "TrainTokenizerJob":
+        self._job._raw["source"] = {"type": "jsonl", "files": _listed(files),
+                                    "fields": _listed(fields), "templates": _listed(templates)}
+        return self._job
+
+    def text(self, *, files: Sequence[str], field: str = "text") -> "TrainTokenizerJob":
+        self._job._raw["source"] = {"type": "text", "files": _listed(files), "field": field}
+        return self._job
+
+    def chat(self, *, files: Sequence[str], format: str = "messages",
+             join: str = "\n") -> "TrainTokenizerJob":
+        """A dialogue's message contents joined by `join` make a row's text."""
+        self._job._raw["source"] = {"type": "chat", "files": _listed(files), "format": format,
+                                    "join": join}
+        return self._job
+
+
+class _Trainer(_Block):
+    """The trainers' own key names (`tokenizers`' BpeTrainer, SentencePieceTrainer)."""
+
+    def bpe(self, *, vocab_size: int, **settings) -> "TrainTokenizerJob":
+        return self._set("bpe", vocab_size, settings)
+
+    def sentencepiece_bpe(self, *, vocab_size: int, **settings) -> "TrainTokenizerJob":
+        return self._set("sentencepiece_bpe", vocab_size, settings)
+
+    def sentencepiece_unigram(self, *, vocab_size: int, **settings) -> "TrainTokenizerJob":
+        return self._set("sentencepiece_unigram", vocab_size, settings)
+
+    def _set(self, kind: str, vocab_size: int, settings: dict) -> "TrainTokenizerJob":
+        self._job._raw["trainer"] = {"type": kind, "vocab_size": vocab_size,
+                                     **{k: _listed(v) for k, v in settings.items()}}
+        return self._job
+
+
+class TrainTokenizerJob:
+    """train-tokenizer: count a corpus's words on a Beam runner, train a tokenizer from the
+    summed counts (see README, Training a tokenizer); nothing runs before `run()`."""
+
+    def __init__(self):
+        self._raw: dict = {}
+        self.source = _TrainSource(self)
+        self.trainer = _Trainer(self)
+        self.output = _PackOutput(self)
+
+    def tokenizer_config(self, **keys) -> "TrainTokenizerJob":
+        """bos_token, eos_token, pad_token, unk_token, chat_template, model_max_length."""
+        self._raw["tokenizer_config"] = dict(keys)
+        return self
+
+    def rows(self, *, holdout: float = 0.0, sample: float = 1.0,
+             seed: int = 0) -> "TrainTokenizerJob":
+        """`holdout`: the fraction of rows kept out of training for `report`; `sample`:
+        the fraction of the rest trained on; both by a seeded hash of each row's text."""
+        self._raw.update(holdout=holdout, sample=sample, seed=seed)
+        return self
+
+    def config(self) -> dict:
+        return {k: v for k, v in self._raw.items()}
+
+    def run(self, *, on_bad_row: str = "abort", max_rejected: float | None = None,
+            pipeline_options=None) -> dict:
+        from mintdim_beam.train_tokenizer.launch import run_train
+
+        return run_train(self._raw, pipeline_options=pipeline_options, on_bad_row=on_bad_row,
+                         max_rejected=max_rejected)
+
+
 def pipeline(name: str):
-    """`"unit-build"` (a `UnitBuildJob`), `"pack-build"` (a `PackBuildJob`) or
-    `"unit-read"` (mintdim's reader, `read.unit_read.UnitReadPipeline`)."""
+    """`"unit-build"` (a `UnitBuildJob`), `"pack-build"` (a `PackBuildJob`),
+    `"train-tokenizer"` (a `TrainTokenizerJob`) or `"unit-read"` (mintdim's reader,
+    `read.unit_read.UnitReadPipeline`)."""
     if name == "pack-build":
         return PackBuildJob()
+    if name == "train-tokenizer":
+        return TrainTokenizerJob()
     if name == "unit-read":
         from mintdim_beam.read.unit_read import UnitReadPipeline
 
@@ -170,5 +243,6 @@ def pipeline(name: str):
         from mintdim_beam.core.errors import PipelineValidationError
 
         raise PipelineValidationError(
-            missing=[f"pipeline name 'unit-build', 'pack-build' or 'unit-read' (got {name!r})"])
+            missing=[f"pipeline name 'unit-build', 'pack-build', 'train-tokenizer' or "
+                     f"'unit-read' (got {name!r})"])
     return UnitBuildJob()

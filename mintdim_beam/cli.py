@@ -1,5 +1,5 @@
-"""`mintdim-beam build CONFIG [beam flags]` (unit-build) and `mintdim-beam pack CONFIG
-[beam flags]` (pack-build): exit 0 on success, 2 on a config error, 1 when the build
+"""`mintdim-beam build CONFIG [beam flags]` (unit-build), `mintdim-beam pack CONFIG
+[beam flags]` (pack-build) and `mintdim-beam train CONFIG [beam flags]` (train-tokenizer): exit 0 on success, 2 on a config error, 1 when the build
 itself fails, 130 on Ctrl-C and 143 on SIGTERM; `verify`, `report`, `clean`, `plan`."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from mintdim_beam.cli_help import CONFIG_HELP, FLAGS_HELP, PACK_HELP
+from mintdim_beam.cli_help import CONFIG_HELP, FLAGS_HELP, PACK_HELP, TRAIN_HELP
 from mintdim_beam.core.errors import MintDimError
 from mintdim_beam.core.version import __version__
 
@@ -35,6 +35,13 @@ def _parser() -> argparse.ArgumentParser:
     pack.add_argument("--config", dest="config_flag", metavar="CONFIG",
                       help="the same, as a flag (what a Flex Template passes)")
     _bad_row_flags(pack)
+    train = sub.add_parser("train", help="train a tokenizer (BPE or SentencePiece) from a "
+                                         "CONFIG file", epilog=TRAIN_HELP + "\n" + FLAGS_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_argument("config", nargs="?", help="path or URL of the YAML/JSON config")
+    train.add_argument("--config", dest="config_flag", metavar="CONFIG",
+                       help="the same, as a flag")
+    _bad_row_flags(train)
     verify = sub.add_parser("verify", help="check a finished build from its own files")
     verify.add_argument("out", help="output directory (local path or fsspec URL)")
     verify.add_argument("--max-problems", type=int, default=50)
@@ -109,9 +116,19 @@ def pack_command(args, beam_flags: list[str]) -> int:
     return _config_command(args, run, "pack")
 
 
+def train_command(args, beam_flags: list[str]) -> int:
+    from mintdim_beam.train_tokenizer.launch import run_train
+
+    def run(doc):
+        raw = {k: v for k, v in doc.items() if k not in ("on_bad_row", "max_rejected")}
+        return run_train(raw, pipeline_options=beam_flags or None, **_bad_row_policy(args, doc))
+
+    return _config_command(args, run, "train")
+
+
 def _config_command(args, run, command: str) -> int:
     """Load CONFIG, run it with Ctrl-C and SIGTERM handled, print the result as JSON."""
-    from mintdim_beam.core.config.config_file import KEYS, PACK_KEYS, load_config
+    from mintdim_beam.core.config.config_file import KEYS, PACK_KEYS, TRAIN_KEYS, load_config
     from mintdim_beam.core.errors import BuildInterruptedError, PipelineValidationError
     from mintdim_beam.runtime.signals import on_signals
 
@@ -119,7 +136,7 @@ def _config_command(args, run, command: str) -> int:
         config = args.config_flag or args.config
         if not config:
             raise PipelineValidationError(missing=["CONFIG (a path or URL, positional or --config)"])
-        doc = load_config(config, PACK_KEYS if command == "pack" else KEYS)
+        doc = load_config(config, {"pack": PACK_KEYS, "train": TRAIN_KEYS}.get(command, KEYS))
         on_signals()
         result = run(doc)
     except BuildInterruptedError as exc:
@@ -163,6 +180,8 @@ def main(argv=None) -> int:
         return build_command(args, extra)
     if args.command == "pack":
         return pack_command(args, extra)
+    if args.command == "train":
+        return train_command(args, extra)
     if args.command == "verify":
         from mintdim_beam.audit.verify import verify_command
 

@@ -78,3 +78,24 @@ PACK_HELP = """CONFIG keys for pack (YAML or JSON):
   output:    {dir: PATH}
 Reference: docs/pack_build.md.
 """
+
+TRAIN_HELP = """CONFIG keys for train (YAML or JSON):
+  source:    {type: jsonl, files: [...], fields: [[...]], templates: ["..."]}
+             {type: text, files: [...], field: text}
+             {type: chat, files: [...], format: messages | sharegpt, join: "\\n"}
+  trainer:   {type: bpe, vocab_size: 6400, min_frequency: 0, special_tokens: [...],
+              pre_tokenizer: byte_level | llama3 | whitespace | whitespace_split |
+              metaspace | {tokenizers JSON}, normalizer: null | nfc | nfkc | ... | {JSON},
+              initial_alphabet: byte_level | [chars], limit_alphabet, max_token_length,
+              unk_token, decoder}
+             {type: sentencepiece_bpe | sentencepiece_unigram, vocab_size: 8000, and
+              SentencePieceTrainer's own keys (character_coverage, byte_fallback,
+              user_defined_symbols, normalization_rule_name, ...); unigram:
+              input_sentence_size (sentences sampled by a seeded hash), seed}
+  tokenizer_config: {bos_token, eos_token, pad_token, unk_token,
+                     chat_template: chatml | llama3 | alpaca | FILE.jinja, model_max_length}
+  output:    {dir: PATH}   receives tokenizer.json (or tokenizer.model),
+                           tokenizer_config.json, report_text.jsonl, manifest.json
+  holdout: 0.0   sample: 1.0   seed: 0   (fractions of rows, by a seeded hash of the text)
+Reference: docs/train_tokenizer.md.
+"""

@@ -88,7 +88,8 @@ def _retokenize(plan, wanted: set, problems) -> dict:
     from mintdim_beam.core.inputs.input_files import open_range
     from mintdim_beam.core.inputs.source import RangeBatches, plan_ranges
     from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
-    from mintdim_beam.pack_build.tokenize import Renderer, document_ids, document_text
+    from mintdim_beam.core.render.document_text import Renderer
+    from mintdim_beam.pack_build.tokenize import document_ids, document_text
 
     config = plan.config
     tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path,

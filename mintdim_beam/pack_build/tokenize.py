@@ -15,12 +15,12 @@ import apache_beam as beam
 import numpy as np
 
 from mintdim_beam.core.errors import MintDimError
-from mintdim_beam.core.errors.failures import PendingError, WorkerFailure
+from mintdim_beam.core.errors.failures import WorkerFailure
 from mintdim_beam.core.formats.megatron import check_ids
 from mintdim_beam.core.inputs.input_files import open_range
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES, RangeBatches, long_line_reason
+from mintdim_beam.core.render.document_text import Renderer, pending as _pending
 from mintdim_beam.core.render.render_batch import numbered, parse_row
-from mintdim_beam.core.render.template import json_kind, render_value
 from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
 from mintdim_beam.pack_build import scratch
 from mintdim_beam.runtime.progress import range_size, tally
@@ -41,48 +41,6 @@ class RangePart:
     empty: int
     table: str
     token_file: str
-
-
-def _pending(key, local_line, cls, kwargs) -> PendingError:
-    ds, file_pos, range_no = key
-    return PendingError(ds, file_pos, range_no, local_line, cls, kwargs, "file_line")
-
-
-class Renderer:
-    """One file's template: literal parts with the field values put in their slots."""
-
-    def __init__(self, fields, template):
-        self.fields = list(fields)
-        self.parts = [s.content if s.kind == "literal" else None for s in template.segments]
-        self.slots = [(i, self.fields.index(s.name)) for i, s in enumerate(template.segments)
-                      if s.kind == "field"]
-
-    def text(self, key, local_line, row):
-        """(text, None) or (None, pending error)."""
-        try:
-            values = [row[name] for name in self.fields]
-        except KeyError:
-            return None, _pending(key, local_line, "SampleSchemaError", {
-                "declared_fields": self.fields,
-                "missing_fields": [n for n in self.fields if n not in row],
-                "available_keys": [str(k) for k in row]})
-        parts = list(self.parts)
-        for slot, value_at in self.slots:
-            value = render_value(values[value_at])
-            if value is None:
-                name = self.fields[value_at]
-                return None, _pending(key, local_line, "SampleSchemaError", {
-                    "declared_fields": self.fields, "invalid_field": name,
-                    "invalid_type": json_kind(row[name])})
-            parts[slot] = value
-        whole = "".join(parts)
-        try:
-            whole.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return None, _pending(key, local_line, "SourceParseError", {
-                "reason": f"lone surrogate {whole[exc.start]!r} in a string: not valid "
-                          "Unicode text"})
-        return whole, None
 
 
 def document_ids(plan, tokenizer, texts) -> list:

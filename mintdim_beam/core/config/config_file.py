@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import json
 
-from mintdim_beam.core.config.schema import (PACK_BUILD, UNIT_BUILD, Block, check_keys,
-                                            check_run_options)
+from mintdim_beam.core.config.schema import (PACK_BUILD, TRAIN_TOKENIZER, UNIT_BUILD, Block,
+                                            check_keys, check_run_options)
 from mintdim_beam.core.errors import MintDimFileNotFoundError, PipelineValidationError
 from mintdim_beam.core.files import storage
 
 # The declared schemas of each command's config (`schema`): every block, every key.
 KEYS = UNIT_BUILD
 PACK_KEYS = PACK_BUILD
+TRAIN_KEYS = TRAIN_TOKENIZER
 
 
 def load_config(path: str, keys: Block = KEYS) -> dict:

@@ -230,3 +230,73 @@ PACK_BUILD = Block(keys={
     "pack": Key("the stream: eod, seed, shard_tokens", block=PACK),
     "output": Key("the output directory", block=PACK_OUTPUT),
     **BAD_ROWS})
+
+# train-tokenizer: the source of its text, the trainer (its own key names, per type), the
+# tokenizer_config.json it writes and one output directory (`train_tokenizer.config`).
+TRAIN_SOURCE_KINDS = ("jsonl", "text", "chat")
+TRAIN_SOURCE = Block(
+    keys={"type": Key(f"the kind of source: {', '.join(TRAIN_SOURCE_KINDS)}",
+                      TRAIN_SOURCE_KINDS, default="jsonl"),
+          "files": Key("the input files: a list of paths or URLs")},
+    variants={
+        "jsonl": {"fields": Key("a list of lists of field names, one or one per file"),
+                  "templates": Key("a list of template strings, one or one per file")},
+        "text": {"field": Key("the field that holds a row's text", default="text")},
+        "chat": {"format": Key("the dialogue layout", CHAT_FORMATS, default="messages"),
+                 "join": Key("the string between a dialogue's message contents",
+                             default="\n")},
+    },
+    pick=lambda source: source.get("type", "jsonl"), variant_name="source type")
+
+
+def _trainer_keys(names, what) -> dict:
+    return {name: Key(what.get(name, f"SentencePieceTrainer's {name}")) for name in names}
+
+
+_HF_WHAT = {
+    "type": "bpe, sentencepiece_bpe or sentencepiece_unigram",
+    "vocab_size": "the vocabulary's size, special tokens and alphabet included",
+    "min_frequency": "the least count of a pair that becomes a merge",
+    "special_tokens": "special tokens, ids from 0 in this order",
+    "initial_alphabet": "byte_level, or a list of characters always in the vocabulary",
+    "limit_alphabet": "the most characters kept before merging",
+    "max_token_length": "the longest token (characters)",
+    "pre_tokenizer": "byte_level, llama3, whitespace, whitespace_split, metaspace or JSON",
+    "normalizer": "null, nfc, nfkc, nfd, nfkd, lowercase or JSON",
+    "decoder": "a tokenizers decoder as JSON (default: the pre-tokenizer's)",
+    "unk_token": "the BPE model's unknown token",
+    "continuing_subword_prefix": "refused: tokenizers numbers tokens by hash order with it",
+    "end_of_word_suffix": "refused: tokenizers numbers tokens by hash order with it"}
+_SP_WHAT = {"type": _HF_WHAT["type"], "vocab_size": "the vocabulary's size",
+            "input_sentence_size": "unigram: sentences sampled by a seeded hash",
+            "seed": "unigram: the sample's hash seed"}
+
+
+def _train_trainer_block():
+    from mintdim_beam.train_tokenizer.spec import HF_KEYS, SP_KEYS
+
+    sp = _trainer_keys(SP_KEYS, _SP_WHAT)
+    return Block(keys={"type": Key(_HF_WHAT["type"])},
+                 variants={"bpe": _trainer_keys(HF_KEYS, _HF_WHAT), "sentencepiece_bpe": sp,
+                           "sentencepiece_unigram": sp},
+                 pick=lambda block: block.get("type"), variant_name="trainer type")
+
+
+TRAINER = _train_trainer_block()
+TOKENIZER_CONFIG = Block(keys={
+    "bos_token": Key("the BOS token's text"), "eos_token": Key("the EOS token's text"),
+    "pad_token": Key("the pad token's text"), "unk_token": Key("the unknown token's text"),
+    "chat_template": Key("chatml, llama3, alpaca or a .jinja file"),
+    "model_max_length": Key("the longest input a model takes (tokens)")})
+TRAIN_OUTPUT = Block(keys={"dir": Key("the output directory (one path)")})
+TRAIN_TOKENIZER = Block(keys={
+    "source": Key("the input files and the text of a row", block=TRAIN_SOURCE),
+    "trainer": Key("the trainer and its settings", block=TRAINER),
+    "tokenizer_config": Key("what tokenizer_config.json says", block=TOKENIZER_CONFIG),
+    "output": Key("the output directory", block=TRAIN_OUTPUT),
+    "holdout": Key("a fraction of rows kept out of training, for report",
+                   valid=_fraction, default=0),
+    "sample": Key("the fraction of rows trained on (by a seeded hash of their text)",
+                  valid=_fraction, default=1),
+    "seed": Key("the seed of holdout and sample (an int from 0 to 2**63-1)", default=0),
+    **BAD_ROWS})

@@ -23,6 +23,10 @@ from mintdim_beam.core.errors.read import (UnitReadBatchError, UnitReadMaskingEr
                                            UnitReadMetadataError, UnitReadQueueError,
                                            UnitReadRuntimeError, UnitReadShardError,
                                            UnitReadValidationError)
+from mintdim_beam.core.errors.train import (SpecialTokenRepeatedError, SpecialTokenSplitError,
+                                            TrainEmptyCorpusError, TrainerAlphabetTieError,
+                                            TrainerCountOverflowError, TrainerMinFrequencyError,
+                                            TrainerValidationError, TrainerVocabSizeError)
 from mintdim_beam.core.errors.round_trip import SampleRoundTripError, TemplateRoundTripError
 from mintdim_beam.core.errors.seed import (FieldMappingError, MintDimFileNotFoundError,
                                            OutputMappingError, OutputValidationError,
@@ -78,6 +82,14 @@ __all__ = [
     "UnitReadRuntimeError",
     "PackValidationError",
     "PackEmptyError",
+    "TrainerValidationError",
+    "SpecialTokenRepeatedError",
+    "SpecialTokenSplitError",
+    "TrainerVocabSizeError",
+    "TrainEmptyCorpusError",
+    "TrainerMinFrequencyError",
+    "TrainerAlphabetTieError",
+    "TrainerCountOverflowError",
     "TemplateRoundTripError",
     "SampleRoundTripError",
     "error_from_payload",

@@ -41,12 +41,17 @@ _TOP_FILES = {fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.OVERFLOW_INDEX, fmt.DUPLICATE
 # ... and of a pack-build (`pack_build/`): its shards, sequence counts and failure notice.
 _PACK_FILE = re.compile(r"^(shard_\d{6}\.(bin|bin\.index|idx|csv\.gz)|per_dataset_sequences\.json)$")
 PACK_FAILED = "PACK_BUILD_FAILED.md"
+# ... and of a train-tokenizer (`train_tokenizer/outputs.py`).
+_TRAIN_FILE = re.compile(r"^(tokenizer\.json|tokenizer\.model|tokenizer_config\.json|"
+                         r"report_text\.jsonl|rejected_index\.jsonl)$")
+TRAIN_FAILED = "TRAIN_TOKENIZER_FAILED.md"
 _UNIT_DIR = re.compile(r"^unit_\d+$")
 _UNIT_FILE = re.compile(r"^(shard_\d{6}\.bin|EMPTY_UNIT\.md|UNIT_BUILD_FAILED\.md)$")
 _PART_TABLE = re.compile(r"^[a-z_]+\.parts\.jsonl$")  # in checksums.PARTS_DIR
 _MEMORY_CLAIMS = threading.Lock()  # memory:// has no atomic create: one process, one lock
 # The first line of each failure notice of ours: the proof `clean` accepts besides a marker.
-_NOTICE_HEADS = {fmt.FAILED_UNIT: b"# Unit build failed\n", PACK_FAILED: b"# pack-build failed\n"}
+_NOTICE_HEADS = {fmt.FAILED_UNIT: b"# Unit build failed\n", PACK_FAILED: b"# pack-build failed\n",
+                 TRAIN_FAILED: b"# train-tokenizer failed\n"}
 HEARTBEAT_SECONDS = 10  # a running build touches its marker this often
 HEARTBEAT_FRESH = 60  # a marker touched this recently belongs to a build that runs
 
@@ -104,9 +109,10 @@ def inspect(output_dir: str) -> Contents:
         path = storage.join(output_dir, name)
         if name == MARKER:
             marker = read_marker(output_dir)
-        elif name == storage.TMP_DIR_NAME or name in _TOP_FILES or _PACK_FILE.match(name):
+        elif (name == storage.TMP_DIR_NAME or name in _TOP_FILES or _PACK_FILE.match(name)
+              or _TRAIN_FILE.match(name)):
             continue
-        elif name == PACK_FAILED:
+        elif name in (PACK_FAILED, TRAIN_FAILED):
             failed.append(name)
             notices.append(path)
         elif name == checksums.PARTS_DIR and storage.is_dir(path):
