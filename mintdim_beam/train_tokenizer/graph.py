@@ -29,7 +29,7 @@ from mintdim_beam.train_tokenizer.count import (COUNTS, ERRORS, REPORT, REPORT_R
 
 COUNTED = "counted.json"
 REPORT_TEXT = "report_text.jsonl"
-SAMPLE_TEXT = "sample.txt"
+SAMPLE_TEXT = "unigram_sample.txt"  # kept in the output: the trainer's whole input
 TABLE_DIR = "words"
 
 

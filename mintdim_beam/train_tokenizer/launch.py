@@ -195,7 +195,8 @@ def _train_and_write(config, counted: dict) -> dict:
         storage.join(out, outputs.CONFIG_FILE),
         json.dumps(outputs.tokenizer_config_doc(config), ensure_ascii=False, indent=2) + "\n",
         out)
-    copied = [REPORT_TEXT] + (["rejected_index.jsonl"] if "rejected" in counted else [])
+    copied = [REPORT_TEXT] + (["rejected_index.jsonl"] if "rejected" in counted else []) + (
+        [SAMPLE_TEXT] if config.trainer.type == "sentencepiece_unigram" else [])
     for copy in copied:
         sums[copy] = checksums.write(storage.join(out, copy),
                                      storage.read_bytes(storage.join(scratch, copy)), out)

@@ -50,7 +50,8 @@ def tokenizer_config_doc(config) -> dict:
 
 def reserved_ids(kind: str, data: bytes) -> list[dict]:
     """The ids that are not learned pieces: added (special) tokens of a tokenizer.json;
-    unk/control/user-defined pieces of a SentencePiece model (byte pieces counted)."""
+    unk/control/user-defined pieces of a SentencePiece model (its 256 byte pieces under
+    byte fallback are the card's `byte_fallback`)."""
     if kind == "hf_json":
         import json
 

@@ -279,6 +279,8 @@ def hf_bpe_spec(block: dict) -> HfBpeSpec:
     unk = block.get("unk_token")
     if unk is not None and (not isinstance(unk, str) or not unk):
         raise _bad("unk_token", "text", "trainer.unk_token")
+    if unk is None and '"ByteLevel"' not in json.dumps(pre_tokenizer):
+        raise _bad("unk_token", "no_unk", f"pre_tokenizer {block.get('pre_tokenizer')!r}")
     limit = _int(block, "limit_alphabet", None)
     spec = HfBpeSpec(vocab_size=vocab_size, min_frequency=_int(block, "min_frequency", 0),
                      special_tokens=special, initial_alphabet=alphabet,

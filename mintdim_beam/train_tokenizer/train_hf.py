@@ -67,8 +67,9 @@ def kept_alphabet(spec, char_counts: Counter) -> set:
     cut = ranked[remove - 1][1]
     if remove < len(ranked) and ranked[remove][1] == cut:
         tied = "".join(c for c, n in ranked if n == cut)
-        raise TrainerAlphabetTieError(limit_alphabet=spec.limit_alphabet,
-                                      count=min(cut, I32_MAX * 4), tied=tied)
+        above = sum(1 for _, n in ranked if n > cut)
+        raise TrainerAlphabetTieError(limit_alphabet=spec.limit_alphabet, count=cut, tied=tied,
+                                      limits=[above, above + len(tied)])
     return {c for c, _ in ranked[remove:]}
 
 
@@ -138,10 +139,11 @@ def _native_model(program: str, spec, parts: list[str], alphabet: set) -> tuple[
         if done.returncode == 3:  # overflow COUNT PAIR
             _, count, pair = last.split(" ", 2)
             raise TrainerCountOverflowError(pair=json.loads(pair), count=int(count))
-        if done.returncode == 4:  # tie COUNT CHARS
-            _, count, chars = last.split(" ", 2)
+        if done.returncode == 4:  # tie COUNT LIMIT_NONE LIMIT_ALL CHARS
+            _, count, none, every, chars = last.split(" ", 4)
             raise TrainerAlphabetTieError(limit_alphabet=spec.limit_alphabet,
-                                          count=int(count), tied=json.loads(chars))
+                                          count=int(count), tied=json.loads(chars),
+                                          limits=[int(none), int(every)])
         if done.returncode != 0:
             raise RuntimeError(f"bpe_train failed ({done.returncode}): {done.stderr.strip()}")
         with open(out_json, encoding="utf-8") as f:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tempfile
 
 from mintdim_beam.core.errors.train import TrainerValidationError, TrainerVocabSizeError
 from mintdim_beam.train_tokenizer import table
 
 # Set only for the tsv run (and taken back out of the model's trainer spec after it).
-_TSV_ONLY = {"input_format": "tsv", "max_sentence_length": (1 << 31) - 1}
+_TSV_ONLY = {"input_format": "tsv", "max_sentence_length": 1 << 30}  # the most it takes
 _NORMALIZER_KEYS = ("normalization_rule_name", "add_dummy_prefix", "remove_extra_whitespaces")
 
 
@@ -30,10 +31,11 @@ def _trainer_args(spec) -> dict:
     args = {"model_type": spec.model_type, "vocab_size": spec.vocab_size, "minloglevel": 2}
     for key, value in spec.options:
         args[key] = list(value) if isinstance(value, tuple) else value
-    if "num_threads" not in args:
-        args["num_threads"] = spec.option("num_threads")  # recorded: unigram's scores depend on it
     if spec.model_type == "unigram":
         args["input_sentence_size"] = spec.sample_size
+        # unigram's scores depend on the thread count (its sums run per thread): fixed
+        # here, SentencePiece's own default, whatever the machine
+        args.setdefault("num_threads", spec.option("num_threads"))
     return args
 
 
@@ -44,10 +46,14 @@ def _model(**args) -> bytes:
     try:
         spm.SentencePieceTrainer.train(model_writer=writer, **args)
     except RuntimeError as exc:
-        text = str(exc)
-        if "Vocabulary size" in text or "vocab_size" in text:
-            raise TrainerVocabSizeError(vocab_size=args["vocab_size"], special=0, alphabet=0,
-                                        where=f"SentencePiece: {text.strip()}") from None
+        # "Vocabulary size is smaller than required_chars. 8 vs 10.": required characters
+        # and meta pieces against vocab_size
+        found = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(exc))
+        if found:
+            raise TrainerVocabSizeError(vocab_size=int(found.group(1)), special=0,
+                                        alphabet=int(found.group(2)) - 1,
+                                        where="characters SentencePiece must keep, with its "
+                                              "meta pieces") from None
         raise
     return writer.getvalue()
 
@@ -58,7 +64,7 @@ def _text_normalizer(spec, work: str):
 
     probe = os.path.join(work, "probe.txt")
     with open(probe, "w", encoding="utf-8") as f:
-        f.write("a b c d e f\n" * 4)
+        f.write("a\n" * 4)
     args = {key: spec.option(key) for key in _NORMALIZER_KEYS if key in dict(spec.options)}
     model = pb.ModelProto()
     model.ParseFromString(_model(input=probe, model_type="bpe", vocab_size=8,

@@ -57,6 +57,12 @@ RULES = {
                      "tokenizer_config.{value} là token mà vocabulary được train sẽ không giữ "
                      "nguyên là một token: hãy liệt kê nó trong trainer.special_tokens (hoặc "
                      "symbol của SentencePiece)"),
+    "no_unk": ("{value}: a BPE whose pre-tokenizer is not ByteLevel needs trainer.unk_token "
+               "(listed in special_tokens): without one, `tokenizers` drops every character "
+               "it has not seen, silently, and our builds refuse such a tokenizer",
+               "{value}: BPE có pre-tokenizer không phải ByteLevel cần trainer.unk_token (có "
+               "trong special_tokens): nếu không, `tokenizers` âm thầm bỏ mọi ký tự chưa gặp, "
+               "và các build của chúng tôi từ chối tokenizer như vậy"),
     "output_dir": ("output.dir must be one directory (a path string), got {value}",
                    "output.dir phải là một thư mục (chuỗi đường dẫn), nhận {value}"),
     "source_type": ("train-tokenizer reads jsonl (fields and templates), text (one field) or "
@@ -177,19 +183,23 @@ class TrainerMinFrequencyError(MintDimError):
 
 class TrainerAlphabetTieError(MintDimError):
     """Raised when `limit_alphabet` cuts among characters of equal count: `tokenizers`
-    keeps which of them by its hash map's order, so no run could be reproduced."""
+    keeps which of them by its hash map's order, so no run could be reproduced. `limits`:
+    the two nearest limits that cut cleanly (none of them kept, all of them kept)."""
 
-    def __init__(self, *, limit_alphabet: int, count: int, tied: str):
-        kw = {"limit_alphabet": int(limit_alphabet), "count": int(count), "tied": str(tied)}
+    def __init__(self, *, limit_alphabet: int, count: int, tied: str, limits: list):
+        kw = {"limit_alphabet": int(limit_alphabet), "count": int(count), "tied": str(tied),
+              "limits": [int(n) for n in limits]}
+        low, high = kw["limits"]
         self._set(kw, ["limit_alphabet cuts between characters seen equally often.",
                        f"limit_alphabet: {kw['limit_alphabet']}",
                        f"Characters seen {num(kw['count'], ',')} times: {kw['tied']!r}",
-                       "Fix: a limit_alphabet that keeps all of them or none (or none at all)."],
+                       f"Fix: limit_alphabet {low} (none of them) or {high} (all of them), "
+                       "or no limit."],
                   ["limit_alphabet cắt giữa các ký tự có cùng số lần xuất hiện.",
                    f"limit_alphabet: {kw['limit_alphabet']}",
                    f"Các ký tự xuất hiện {num(kw['count'], '.')} lần: {kw['tied']!r}",
-                   "Cách sửa: chọn limit_alphabet giữ tất cả hoặc bỏ tất cả các ký tự đó "
-                   "(hoặc không dùng limit_alphabet)."])
+                   f"Cách sửa: limit_alphabet {low} (bỏ tất cả) hoặc {high} (giữ tất cả), "
+                   "hoặc không giới hạn."])
 
 
 class TrainerCountOverflowError(MintDimError):

@@ -43,7 +43,7 @@ _PACK_FILE = re.compile(r"^(shard_\d{6}\.(bin|bin\.index|idx|csv\.gz)|per_datase
 PACK_FAILED = "PACK_BUILD_FAILED.md"
 # ... and of a train-tokenizer (`train_tokenizer/outputs.py`).
 _TRAIN_FILE = re.compile(r"^(tokenizer\.json|tokenizer\.model|tokenizer_config\.json|"
-                         r"report_text\.jsonl|rejected_index\.jsonl)$")
+                         r"report_text\.jsonl|unigram_sample\.txt|rejected_index\.jsonl)$")
 TRAIN_FAILED = "TRAIN_TOKENIZER_FAILED.md"
 _UNIT_DIR = re.compile(r"^unit_\d+$")
 _UNIT_FILE = re.compile(r"^(shard_\d{6}\.bin|EMPTY_UNIT\.md|UNIT_BUILD_FAILED\.md)$")

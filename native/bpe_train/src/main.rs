@@ -15,7 +15,7 @@
 //! On success it prints `largest COUNT PAIR`, the most frequent pair of characters.
 //! Exit 3 (and a line `overflow COUNT PAIR` on stderr) when a pair of characters occurs
 //! more often than the trainer's 32-bit pair counts hold: the crate would wrap silently.
-//! Exit 4 (and `tie COUNT CHARS`) when `limit_alphabet` cuts among characters of equal
+//! Exit 4 (and `tie COUNT LIMIT_NONE LIMIT_ALL CHARS`) when `limit_alphabet` cuts among characters of equal
 //! count: the crate would pick by hash order.
 use std::fs;
 use std::process::ExitCode;
@@ -54,11 +54,12 @@ fn read_counts(path: &str, counts: &mut AHashMap<CompactString, u64>) -> Result<
 /// The characters the trainer keeps (`compute_alphabet`): all, unless `limit_alphabet`
 /// cuts the least frequent. The crate sorts them by count with an unstable sort over a
 /// hash map, so equal counts at the cut are kept or dropped by hash order: that is an
-/// `Err((count, chars))` here, never a silent pick.
+/// `Err((count, chars, the limits that keep none of them and all of them))` here, never
+/// a silent pick.
 fn kept_alphabet(
     trainer: &BpeTrainer,
     counts: &AHashMap<CompactString, u64>,
-) -> Result<AHashSet<char>, (usize, Vec<char>)> {
+) -> Result<AHashSet<char>, (usize, Vec<char>, usize, usize)> {
     let mut alphabet: AHashMap<char, usize> = AHashMap::new();
     for (word, count) in counts {
         for c in word.chars() {
@@ -79,8 +80,9 @@ fn kept_alphabet(
     sorted.sort_by_key(|&(c, n)| (n, c));
     let cut = sorted[to_remove - 1].1;
     if to_remove < sorted.len() && sorted[to_remove].1 == cut {
-        let tied = sorted.iter().filter(|(_, n)| *n == cut).map(|(c, _)| *c).collect();
-        return Err((cut, tied));
+        let tied: Vec<char> = sorted.iter().filter(|(_, n)| *n == cut).map(|(c, _)| *c).collect();
+        let above = sorted.iter().filter(|(_, n)| *n > cut).count();
+        return Err((cut, tied.clone(), above, above + tied.len()));
     }
     Ok(sorted[to_remove..].iter().map(|(c, _)| *c).collect())
 }
@@ -130,9 +132,9 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     }
     let kept = match kept_alphabet(&trainer, &counts) {
         Ok(kept) => kept,
-        Err((count, tied)) => {
+        Err((count, tied, none, all)) => {
             let shown: String = tied.iter().collect();
-            eprintln!("tie {count} {}", serde_json::to_string(&shown).unwrap());
+            eprintln!("tie {count} {none} {all} {}", serde_json::to_string(&shown).unwrap());
             return Ok(ExitCode::from(4));
         }
     };
