@@ -59,7 +59,8 @@ def _model(**args) -> bytes:
 
 
 def _text_normalizer(spec, work: str):
-    """The normalizer and denormalizer specs a text run with these rules records."""
+    """A model of a text run with these rules: its normalizer and denormalizer specs are
+    what a text run records."""
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     probe = os.path.join(work, "probe.txt")
@@ -69,7 +70,7 @@ def _text_normalizer(spec, work: str):
     model = pb.ModelProto()
     model.ParseFromString(_model(input=probe, model_type="bpe", vocab_size=8,
                                  hard_vocab_limit=False, minloglevel=2, **args))
-    return model.normalizer_spec, model.denormalizer_spec
+    return model
 
 
 def _write_tsv(parts: list[str], path: str) -> int:
@@ -111,12 +112,14 @@ def train_sentencepiece(spec, parts: list[str], sample: str | None, inputs: list
             data = _model(input=tsv, **counted)
             engine = {"name": "sentencepiece", "why": "SentencePieceTrainer's tsv input "
                       "from the summed word counts"}
-            normalizer, denormalizer = _text_normalizer(spec, work)
+            reference = _text_normalizer(spec, work)
         model = pb.ModelProto()
         model.ParseFromString(data)
         if spec.model_type == "bpe":
-            model.normalizer_spec.CopyFrom(normalizer)
-            model.denormalizer_spec.CopyFrom(denormalizer)
+            for name in ("normalizer_spec", "denormalizer_spec"):
+                model.ClearField(name)
+                if reference.HasField(name):
+                    getattr(model, name).CopyFrom(getattr(reference, name))
             model.trainer_spec.ClearField("input_format")
             model.trainer_spec.ClearField("max_sentence_length")
             if "max_sentence_length" in dict(spec.options):
