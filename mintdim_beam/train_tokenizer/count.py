@@ -21,6 +21,7 @@ from mintdim_beam.core.inputs.input_files import open_range
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES, RangeBatches, long_line_reason
 from mintdim_beam.core.render.document_text import pending
 from mintdim_beam.core.render.render_batch import numbered, parse_row
+from mintdim_beam.runtime.faults import BundleFaults
 from mintdim_beam.runtime.progress import range_size, tally
 from mintdim_beam.train_tokenizer import table
 from mintdim_beam.train_tokenizer.words import (HELD_OUT, TRAIN, RowTexts, sentences,
@@ -93,6 +94,10 @@ class CountWordsFn(beam.DoFn):
     def setup(self):
         self._texts = RowTexts(self._config)
         self._counter = word_counter(self._config.trainer)
+        self._faults = BundleFaults("tokenize")
+
+    def start_bundle(self):
+        self._faults.start_bundle()
 
     def process(self, byte_range):
         config, key = self._config, byte_range.key
@@ -119,6 +124,7 @@ class CountWordsFn(beam.DoFn):
         except MintDimError as exc:
             raise WorkerFailure(exc.to_payload()) from None
         tally(bytes=size - counted)
+        self._faults.check(key)
         by_part: dict[int, dict] = {}
         for word, count in counts.items():
             by_part.setdefault(table.part_of(word), {})[word] = count

@@ -18,6 +18,7 @@ from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.inputs.input_files import entries_by_dataset
 from mintdim_beam.core.inputs.source import number_ranges
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
+from mintdim_beam.runtime.faults import BundleFaults, maybe_fail
 from mintdim_beam.runtime.first_error import FirstError
 from mintdim_beam.runtime.options import is_single_process, max_line_bytes
 from mintdim_beam.runtime.planned_ranges import INPUTS, Ranges
@@ -38,12 +39,18 @@ class WriteTablePartFn(beam.DoFn):
 
     def __init__(self, config):
         self._config = config
+        self._faults = BundleFaults("write")
+
+    def start_bundle(self):
+        self._faults.start_bundle()
 
     def process(self, element):
         part, counts = element
         config = self._config
         folder = storage.join(config.scratch_path, TABLE_DIR)
-        yield table.write_part(part, counts, folder, config.output_path)
+        written = table.write_part(part, counts, folder, config.output_path)
+        self._faults.check(part)
+        yield written
 
 
 def _lines(items) -> str:
@@ -72,6 +79,7 @@ def finish_counting(config, rows: BadRows, parts, error, report, sample, tallies
         doc["sample_sentences"] = len(sample)
     path = storage.join(scratch, COUNTED)
     storage.write_text_atomic(path, fmt.json_document(doc), out)
+    maybe_fail("finalize", "train")
     return path
 
 
@@ -91,11 +99,14 @@ def expand_train_tokenizer(p, config, ranges, rows: BadRows = BadRows()):
     report = counted[REPORT] | "ReportRows" >> beam.CombineGlobally(SmallestOf(REPORT_ROWS))
     size = max(config.trainer.sample_size, 1)
     sample = counted[SAMPLE] | "SampleSentences" >> beam.CombineGlobally(SmallestOf(size))
+    # (a side input read straight from a multi-output ParDo gets every output's elements
+    # on the BundleBasedDirectRunner: a plain Map in between, as `ApplyToAll` does)
+    tallies = counted[TALLY] | "Tallies" >> beam.Map(lambda t: t)
     error = errors | "FirstError" >> FirstError({0: config}, numbering)
     return parts | "FinishCounting" >> ApplyToAll(
         lambda written, err, rep, smp, tallies, gone, num, inputs: finish_counting(
             config, rows, written, err, rep, smp, tallies, gone, num, inputs),
         beam.pvalue.AsSingleton(error), beam.pvalue.AsSingleton(report),
-        beam.pvalue.AsSingleton(sample), beam.pvalue.AsList(counted[TALLY]),
+        beam.pvalue.AsSingleton(sample), beam.pvalue.AsList(tallies),
         beam.pvalue.AsList(rejected), beam.pvalue.AsSingleton(numbering),
         beam.pvalue.AsList(planned[INPUTS]))
