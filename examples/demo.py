@@ -2,7 +2,9 @@
 
 Three builds: the templated instruction and chat samples of examples/data (SentencePiece),
 then the chat dialogues and the preference pairs of examples/chat (byte-level BPE, the
-chat template of its tokenizer_config.json).
+chat template of its tokenizer_config.json). Then a tokenizer trained on examples/data
+(examples/train_tokenizer.yaml: MiniMind's byte-level BPE layout, ChatML) and the
+dialogues built again with it.
 
 Usage: python examples/demo.py OUTPUT_ROOT [beam flags...]
 """
@@ -55,6 +57,46 @@ def build_preference(root: str, flags) -> dict:
         .output.dir(f"{root}/chat_preference", samples_per_shard=[500])
         .run(on_overflow="truncate", on_template_unk="abort", pipeline_options=flags)
     )
+
+
+def train_tokenizer(root: str, flags) -> dict:
+    """examples/train_tokenizer.yaml, into ROOT/tokenizer."""
+    import yaml
+
+    from mintdim_beam.train_tokenizer.launch import run_train
+
+    config = yaml.safe_load(Path("examples/train_tokenizer.yaml").read_text())
+    config["output"]["dir"] = f"{root}/tokenizer"
+    return run_train(config, pipeline_options=flags)
+
+
+def build_dialogues_with_trained(root: str, flags) -> dict:
+    """The dialogues again, with the trained tokenizer and its ChatML template."""
+    return (
+        pipeline("unit-build")
+        .source.chat(files=[f"{CHAT}/dialogues.jsonl"], format="messages",
+                     chat_template="tokenizer", max_turns=2, on_extra_turns="split")
+        .tokenizer.hf_json(files=[f"{root}/tokenizer/tokenizer.json"],
+                           config=f"{root}/tokenizer/tokenizer_config.json")
+        .units(sizes=[[128, 256, 512, 1024]], build_batch=[256])
+        .output.dir(f"{root}/chat_dialogues_trained", samples_per_shard=[500])
+        .run(on_overflow="truncate", on_template_unk="abort", pipeline_options=flags)
+    )
+
+
+def print_trained(trained: dict, rebuilt: dict, before: dict) -> None:
+    from mintdim_beam.audit.report import write_report
+
+    figures = write_report(trained["output_dir"])
+    print(f"  {trained['output_dir']}: {trained['tokenizer']}, vocabulary "
+          f"{trained['vocab_size']} ({trained['reserved_ids']} reserved ids first), "
+          f"{trained['distinct_words']} distinct words from {trained['rows_trained']} rows "
+          f"({trained['engine']} trainer)")
+    print(f"    held-out rows ({trained['rows_held_out']}): "
+          f"{figures['chars_per_token']:.2f} characters per token; report: {figures['report']}")
+    new, old = rebuilt["outputs"][0], before["outputs"][0]
+    print(f"    dialogues built with it: {new['total_samples']} records, {new['total_tokens']} "
+          f"tokens (with the bundled tokenizer: {old['total_tokens']}), units {new['sizes']}")
 
 
 def tokens_by_kind(out: Path) -> dict:
@@ -126,10 +168,14 @@ def main() -> int:
     units = build_units(root, flags)
     dialogues = build_dialogues(root, flags)
     preference = build_preference(root, flags)
+    trained = train_tokenizer(root, flags)
+    rebuilt = build_dialogues_with_trained(root, flags)
     print("\nmintdim-beam demo: done")
     print_units(units)
     print_dialogues(dialogues, "dialogues")
     print_dialogues(preference, "preference pairs")
+    print("  a tokenizer trained on examples/data (examples/train_tokenizer.yaml):")
+    print_trained(trained, rebuilt, dialogues)
     return 0
 
 

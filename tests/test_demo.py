@@ -22,3 +22,11 @@ def test_the_demo_prints_round_trips_and_tokenizer_cards(tmp_path):
     assert dialogue_lossy == "0"  # the byte-level BPE keeps every text
     assert "cannot represent: nothing: every text round-trips" in out
     assert "warning: template of examples/data/instructions.jsonl" in proc.stderr
+    # the tokenizer it trains (MiniMind's layout) and the dialogues built with it
+    trained = re.search(r"tokenizer\.json, vocabulary 2000 \(36 reserved ids first\), (\d+) "
+                        r"distinct words from (\d+) rows \(native trainer\)", out)
+    assert trained and int(trained.group(2)) > 2500
+    per_token = re.search(r"held-out rows \((\d+)\): ([\d.]+) characters per token", out)
+    assert per_token and int(per_token.group(1)) > 100 and 2.0 < float(per_token.group(2)) < 8.0
+    assert re.search(r"dialogues built with it: 1163 records, \d+ tokens", out)
+    assert (tmp_path / "demo_out/tokenizer/report/frequency_rank.png").exists()

@@ -376,3 +376,39 @@ def test_inputs_and_output_on_gcs(corpus, reference, tmp_path):
         assert [(p["part"], p["sha256"]) for p in manifest["word_table"]["parts"]] == \
             _table(reference)
         assert not fs.exists(f"{root}/tok/_mintdim_tmp")
+
+
+def test_report_measures_the_held_out_rows_with_the_trained_tokenizer(corpus, tmp_path):
+    out = tmp_path / "out"
+    _job(corpus, out, holdout=0.1, seed=9).run(pipeline_options=IN_MEMORY)
+    done = cli(tmp_path, "report", out)
+    assert done.returncode == 0, done.stderr
+    held = [t for t in _texts(corpus) if _fate(9, t) < 0.1]
+    plain = Tokenizer.from_file(str(out / "tokenizer.json"))
+    tokens = sum(len(plain.encode(t, add_special_tokens=False).ids) for t in held)
+    chars = sum(len(t) for t in held)
+    md = (out / "report" / "report.md").read_text(encoding="utf-8")
+    assert "held-out rows (never trained on)" in md
+    assert f"**{chars / tokens:.3f} characters per token**" in md
+    rows = (out / "report" / "frequency_rank.csv").read_text(encoding="utf-8").splitlines()
+    assert rows[0] == "rank,id,token,count"
+    counts = [int(r.rsplit(",", 1)[1]) for r in rows[1:]]
+    assert sum(counts) == tokens and counts == sorted(counts, reverse=True)
+    assert (out / "report" / "frequency_rank.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| 1 | `<\\|im_start\\|>` |" in md  # the reserved ids
+
+
+def test_verify_proves_a_trained_tokenizer_and_names_a_changed_file(chatml_tokenizer, tmp_path):
+    import shutil
+
+    done = cli(tmp_path, "verify", chatml_tokenizer)
+    assert done.returncode == 0 and "trained tokenizer (hf_json), vocabulary 1500" in done.stdout
+    copy = tmp_path / "copy"
+    shutil.copytree(chatml_tokenizer, copy)
+    config = json.loads((copy / "tokenizer_config.json").read_text())
+    config["eos_token"] = "<|im_stop|>"
+    (copy / "tokenizer_config.json").write_text(json.dumps(config))
+    done = cli(tmp_path, "verify", copy)
+    assert done.returncode == 1
+    assert "tokenizer_config.json: content changed" in done.stdout
+    assert "eos_token '<|im_stop|>' is not one token of tokenizer.json" in done.stdout

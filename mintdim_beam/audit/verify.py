@@ -1,11 +1,13 @@
 """`mintdim-beam verify OUT`: a finished build checked from its own files. One place
-decides which checker reads OUT: a pack-build's (its manifest.json says so,
-`pack_check`) or a unit-build's (`unit_verify`)."""
+decides which checker reads OUT: a trained tokenizer's or a pack-build's (its
+manifest.json says so: `tokenizer_check`, `pack_check`) or a unit-build's
+(`unit_verify`)."""
 from __future__ import annotations
 
 from mintdim_beam.audit.deep_check import DEFAULT_SAMPLES
 from mintdim_beam.audit.not_a_build import NotABuildError, check_is_build
 from mintdim_beam.audit.pack_check import is_pack_output, verify_pack
+from mintdim_beam.audit.tokenizer_check import manifest_of, verify_tokenizer
 from mintdim_beam.audit.unit_verify import Verifier
 from mintdim_beam.audit.verify_result import VerifyResult
 
@@ -19,6 +21,8 @@ def verify_output(out: str, max_problems: int = 50, deep: int = 0,
     (`cluster_verify`); the records' structure is then left to the local verify.
     Raises `NotABuildError` for a directory that no build wrote, before reading it."""
     check_is_build(out)
+    if manifest_of(out) is not None:
+        return verify_tokenizer(out, max_problems)
     if is_pack_output(out):
         return verify_pack(out, max_problems, deep, runner_options)
     verifier = Verifier(out, max_problems, deep)
