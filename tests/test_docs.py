@@ -67,12 +67,17 @@ def _env(work: Path) -> dict:
 
 
 def _check_config(doc: dict, work: Path) -> None:
-    """What a build checks before any output: a pack config (it has `pack`) or a
-    unit-build config, resolved and prepared from `work`."""
+    """What a build checks before any output: a train-tokenizer config (it has
+    `trainer`), a pack config (it has `pack`) or a unit-build config, resolved and
+    prepared from `work`."""
     here = os.getcwd()
     os.chdir(work)
     try:
-        if "pack" in doc:
+        if "trainer" in doc:
+            from mintdim_beam.train_tokenizer.config import resolve_train
+
+            resolve_train(doc)
+        elif "pack" in doc:
             from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack
 
             prepare_pack(resolve_pack(doc))
