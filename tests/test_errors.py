@@ -589,6 +589,20 @@ OURS = {
     "write": lambda: E.OutputWriteError(directory="out", reason="No space left on device"),
     "interrupt": lambda: E.BuildInterruptedError(signal="SIGTERM"),
     "clean": lambda: E.OutputCleanError(directory="out", reason="complete build"),
+    # train-tokenizer (`core/errors/train.py`)
+    "trainer": lambda: E.TrainerValidationError(component="trainer.type", rule="trainer_type",
+                                                value="'wordpiece'"),
+    "repeated": lambda: E.SpecialTokenRepeatedError(component="trainer.special_tokens",
+                                                    token="<s>", positions=[0, 3]),
+    "split": lambda: E.SpecialTokenSplitError(component="trainer.user_defined_symbols",
+                                              token="<a b>", pieces=["<a", "b>"]),
+    "vocab": lambda: E.TrainerVocabSizeError(vocab_size=200, special=3, alphabet=256,
+                                             where="initial_alphabet"),
+    "empty": lambda: E.TrainEmptyCorpusError(files=["a.jsonl"], rows=2, held_out=0),
+    "min_frequency": lambda: E.TrainerMinFrequencyError(min_frequency=9, largest=4, pair="ab"),
+    "tie": lambda: E.TrainerAlphabetTieError(limit_alphabet=2, count=5, tied="abc",
+                                             limits=[1, 4]),
+    "overflow": lambda: E.TrainerCountOverflowError(pair="th", count=2_200_000_000),
 }
 
 

@@ -1,4 +1,4 @@
-"""docs/scaling.md lists every step of both pipelines with its group-bys and side
+"""docs/scaling.md lists every step of the three pipelines with its group-bys and side
 inputs: this test builds the bundled examples' real graphs and checks the page's
 tables against them (names, GroupByKey count, side-input count), so the map of where
 a corpus-sized job could run on one worker cannot drift from the code."""
@@ -40,7 +40,7 @@ def _doc_tables() -> dict:
     """{pipeline: [(step, group-bys, side inputs)]} from the page's tables."""
     text = (REPO / "docs/scaling.md").read_text()
     tables = {}
-    for name in ("unit-build", "pack-build"):
+    for name in ("unit-build", "pack-build", "train-tokenizer"):
         section = text.split(f"## The {name} graph", 1)[1].split("\n## ", 1)[0]
         rows = [line for line in section.splitlines() if line.startswith("| `")]
         tables[name] = [(re.match(r"\| `([^`]+)`", r).group(1),
@@ -70,12 +70,13 @@ def graphs(tmp_path_factory):
             patch.setattr(beam.Pipeline, "run", run)
             assert main(["build", "examples/unit_build.yaml"]) == 0
             assert main(["pack", "examples/pack/pack_build.yaml"]) == 0
+            assert main(["train", "examples/train_tokenizer.yaml"]) == 0
     finally:
         os.chdir(previous)
-    return {"unit-build": seen[0], "pack-build": seen[-1]}
+    return {"unit-build": seen[0], "pack-build": seen[1], "train-tokenizer": seen[2]}
 
 
-@pytest.mark.parametrize("name", ["unit-build", "pack-build"])
+@pytest.mark.parametrize("name", ["unit-build", "pack-build", "train-tokenizer"])
 def test_the_scaling_page_lists_every_step_of_the_graph(graphs, name):
     got = _steps(graphs[name])
     print(name, got)
