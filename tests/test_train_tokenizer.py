@@ -253,7 +253,8 @@ CONFIG_ERRORS = {
     "sp_split_symbol": ({"type": "sentencepiece_bpe", "vocab_size": 500,
                          "user_defined_symbols": ["<a b>"]}, "SpecialTokenSplitError", "<a"),
     "min_frequency_nothing": ({"vocab_size": 1500, "pre_tokenizer": "byte_level",
-                               "min_frequency": 10 ** 9}, "TrainerMinFrequencyError", "10"),
+                               "min_frequency": 10 ** 9}, "TrainerMinFrequencyError",
+                              "min_frequency: 1,000,000,000"),
 }
 
 

@@ -219,3 +219,26 @@ def test_table_records_round_trip():
     data = table.encode(items)
     assert list(table.decode(data)) == items
     assert data[:4] == struct.pack("<I", len("Ġthe".encode()))
+
+
+@pytest.mark.parametrize("case", ["minimind", "llama3_8k", "whitespace_nfkc", "metaspace_limits"])
+def test_the_trainer_s_own_feed_counts_what_the_pre_tokenizer_gives(case):
+    """Workers count through `train_from_iterator`'s feed (`words.HfWords`): the same
+    table as the normalizer and pre-tokenizer objects give, counted in Python."""
+    from collections import Counter
+
+    from mintdim_beam.train_tokenizer.words import HfWords
+
+    spec = hf_bpe_spec({"type": "bpe", **CASES[case][0]})
+    rows = train_corpus.rows()[::3]
+    fed: Counter = Counter()
+    words = HfWords(spec)
+    for i in range(0, len(rows), 1000):
+        words.count(rows[i:i + 1000], fed)
+    tokenizer = Tokenizer.from_str(spec.tokenizer_json())
+    by_hand: Counter = Counter()
+    for text in rows:
+        if tokenizer.normalizer is not None:
+            text = tokenizer.normalizer.normalize_str(text)
+        by_hand.update(piece for piece, _ in tokenizer.pre_tokenizer.pre_tokenize_str(text))
+    assert fed == by_hand and sum(fed.values()) > 100_000

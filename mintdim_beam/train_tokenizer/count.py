@@ -110,17 +110,21 @@ class CountWordsFn(beam.DoFn):
         try:
             with open_range(byte_range) as handle:
                 batches = RangeBatches(handle, byte_range, BATCH, self._max_line_bytes)
+                waiting: list = []  # texts to count, a counter's batch at a time
                 for _, entries in batches:
                     found = len(errors)
-                    texts = self._texts_of(key, entries, errors, report, sample, tallies)
-                    if self._counter is not None and texts:
-                        self._counter.count(texts, counts)
+                    waiting += self._texts_of(key, entries, errors, report, sample, tallies)
+                    if self._counter is not None and len(waiting) >= self._counter.BATCH:
+                        self._counter.count(waiting, counts)
+                        waiting = []
                     errors[found:] = numbered(errors[found:], entries)
                     done = counted
                     if byte_range.tells_progress:
                         done = min(max(handle.tell() - byte_range.start, counted), size)
-                    tally(samples=len(entries), bytes=done - counted, tokenized=len(texts))
+                    tally(samples=len(entries), bytes=done - counted, tokenized=len(entries))
                     counted = done
+                if self._counter is not None and waiting:
+                    self._counter.count(waiting, counts)
         except MintDimError as exc:
             raise WorkerFailure(exc.to_payload()) from None
         tally(bytes=size - counted)

