@@ -273,7 +273,7 @@ def test_read_megatron_reads_one_sequence_per_document(tmp_path):
 
 
 @pytest.mark.parametrize("script", ["run.py", "run_chat.py", "run_pack.py", "run_scale.py",
-                                    "read.py"])
+                                    "read.py", "train_tokenizer.py"])
 def test_a_benchmark_writes_its_results_to_the_untracked_work_dir_unless_told(script):
     """Recorded results (benchmarks/results_*.json) change only when a run is asked to
     record them (`--json`), never on a small run's default."""
@@ -323,3 +323,20 @@ def test_stage_times_names_each_stage_of_a_tiny_build(tokenizers_dir, tmp_path, 
     import gc
 
     assert gc.get_freeze_count() == 0  # the command's exit freeze is undone in-process
+
+
+def test_train_tokenizer_benchmark_runs_on_a_tiny_corpus(tmp_path, capsys):
+    """Three targets, the same tokenizer.json from each, the table's size printed."""
+    import train_tokenizer
+
+    code = train_tokenizer.main(["--rows", "600", "--vocab", "900", "--workdir",
+                                 str(tmp_path), "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["identical_to_train_from_iterator"] == {"b_ours_in_process": [True],
+                                                          "c_ours_2_workers": [True]}
+    assert report["word_table"]["distinct_words"] > 5000
+    assert "counting on 2 worker processes against one" in out
+    assert set(report["summary"]) == {"a_train_from_iterator", "b_ours_in_process",
+                                      "c_ours_2_workers"}

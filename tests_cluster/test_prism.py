@@ -1,6 +1,7 @@
-"""Both pipelines on Beam's Prism runner (a Go program, built by `make test-cluster` from
-the Go module proxy at the venv's Beam version) give the bytes of the default local
-run: a unit-build of two templated datasets, a dialogue build and a pack-build.
+"""The three pipelines on Beam's Prism runner (a Go program, built by `make test-cluster`
+from the Go module proxy at the venv's Beam version) give the bytes of the default local
+run: a unit-build of two templated datasets, a dialogue build, a pack-build and a
+trained tokenizer (the same word table and tokenizer).
 
 Prism runs its workers in loopback mode, on this machine, so local paths hold
 (`runtime.options.workers_share_disk`). Not part of `make test`: it needs the binary."""
@@ -56,6 +57,26 @@ def test_prism_gives_the_bytes_of_the_local_run(local_run, tmp_path, command, co
         got, want = _tree(work / "artifacts" / name), _tree(local_run / "artifacts" / name)
         assert sorted(got) == sorted(want)
         assert [n for n in got if got[n] != want[n]] == []
+
+
+def test_prism_counts_the_word_table_and_trains_the_local_tokenizer(tmp_path):
+    import json
+
+    assert Path(PRISM).is_file(), f"no Prism binary at {PRISM}: `make test-cluster` builds it"
+    outs = {}
+    for name, flags in (("local", []), ("prism", ["--runner=PrismRunner",
+                                                  f"--prism_location={PRISM}",
+                                                  "--input_range_bytes=65536"])):
+        work = tmp_path / name
+        work.mkdir()
+        shutil.copytree(REPO / "examples", work / "examples")
+        _run(work, "train", "examples/train_tokenizer.yaml", flags)
+        outs[name] = work / "artifacts" / "tokenizer"
+    manifests = {k: json.loads((v / "manifest.json").read_text()) for k, v in outs.items()}
+    for key in ("word_table", "words", "rows", "checksums", "tokenizer_card"):
+        assert manifests["prism"][key] == manifests["local"][key], key
+    for name in ("tokenizer.json", "tokenizer_config.json", "report_text.jsonl"):
+        assert (outs["prism"] / name).read_bytes() == (outs["local"] / name).read_bytes()
 
 
 def _verify(work: Path, out: str) -> subprocess.CompletedProcess:
