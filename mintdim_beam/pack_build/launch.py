@@ -11,9 +11,10 @@ from mintdim_beam.core.config.pack_config import prepare_pack, resolve_pack, wit
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.files.disk_space import PACK_BUILD_PER_INPUT_BYTE, check_space, input_bytes
 from mintdim_beam.core.files.ownership import PACK_FAILED, Claim, Heartbeat, check_free, new_run_id
-from mintdim_beam.core.inputs.planned import PlannedRanges, forget_loaded, store
+from mintdim_beam.core.inputs.planned import PlannedRanges, forget_loaded, store_lists
 from mintdim_beam.core.inputs.source import plan_ranges
 from mintdim_beam.pack_build.finalize import MANIFEST, failed_notice
+from mintdim_beam.runtime.failure_notices import leave_failure_notices
 from mintdim_beam.runtime.frozen_heap import frozen_heap
 from mintdim_beam.runtime.progress import progress_interval, say
 from mintdim_beam.runtime.run_shape import RunShape, shown_progress
@@ -26,22 +27,8 @@ def log(message: str) -> None:
 
 
 def _failure_notices(config, reason: str, claim: Claim) -> None:
-    out = config.output_path
-    steps = (("remove scratch files", lambda: storage.remove_tree(storage.tmp_dir(out))),
-             ("remove manifest.json", lambda: _remove(storage.join(out, MANIFEST))),
-             (f"write {PACK_FAILED}", lambda: storage.write_text_atomic(
-                 storage.join(out, PACK_FAILED), failed_notice(reason), out, scratch=out)),
-             ("mark the build failed", lambda: claim.fail(out, reason)))
-    for what, step in steps:
-        try:
-            step()
-        except Exception as exc:  # noqa: BLE001 - never hide the build's own error
-            log(f"warning: could not {what} in {config.output_given}: {exc}")
-
-
-def _remove(path: str) -> None:
-    if storage.exists(path):
-        storage.filesystem(path).rm(path)
+    leave_failure_notices(config.output_path, config.output_given, reason, PACK_FAILED,
+                          failed_notice(reason), MANIFEST, claim, log)
 
 
 def on_storage(plan, ranges):
@@ -49,9 +36,8 @@ def on_storage(plan, ranges):
     templates), ranges and input identities in the scratch, only references in the graph
     (`core.inputs.planned`)."""
     config, scratch = plan.config, plan.config.scratch_path
-    per_file = {name: store(tuple(getattr(config, name)), scratch, f"{name}.pkl")
-                for name in ("files", "fields", "templates")}
-    stored = dataclasses.replace(plan, config=dataclasses.replace(config, **per_file))
+    stored = dataclasses.replace(plan, config=store_lists(config, ("files", "fields",
+                                                                    "templates"), scratch))
     return stored, PlannedRanges(ranges, lambda _: scratch)
 
 

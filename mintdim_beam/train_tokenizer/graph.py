@@ -6,7 +6,6 @@ sample (CombineGlobally of the smallest hashes), all into FinishCounting, which 
 `counted.json` into the run's scratch: the launcher trains from it."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 import apache_beam as beam

@@ -12,7 +12,6 @@ with the distinct words, not with the corpus; the corpus-sized work, reading and
 counting, runs on the workers. A launch that does not wait (`--no_wait`) is refused."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -24,8 +23,9 @@ from mintdim_beam.core.errors import train as train_errors
 from mintdim_beam.core.files import checksums, storage
 from mintdim_beam.core.formats import mintdim as fmt
 from mintdim_beam.core.files.ownership import Claim, Heartbeat, check_free, new_run_id, release
-from mintdim_beam.core.inputs.planned import PlannedRanges, forget_loaded, store
+from mintdim_beam.core.inputs.planned import PlannedRanges, forget_loaded, store_lists
 from mintdim_beam.core.inputs.source import plan_ranges
+from mintdim_beam.runtime.failure_notices import leave_failure_notices
 from mintdim_beam.runtime.frozen_heap import frozen_heap
 from mintdim_beam.runtime.progress import progress_interval, say
 from mintdim_beam.runtime.run_shape import RunShape, shown_progress
@@ -47,31 +47,15 @@ def log(message: str) -> None:
 
 
 def _failure_notices(config, reason: str, claim: Claim) -> None:
-    out = config.output_path
-    steps = (("remove scratch files", lambda: storage.remove_tree(storage.tmp_dir(out))),
-             ("remove manifest.json", lambda: _remove(storage.join(out, outputs.MANIFEST))),
-             (f"write {outputs.FAILED}", lambda: storage.write_text_atomic(
-                 storage.join(out, outputs.FAILED), outputs.failed_notice(reason), out,
-                 scratch=out)),
-             ("mark the run failed", lambda: claim.fail(out, reason)))
-    for what, step in steps:
-        try:
-            step()
-        except Exception as exc:  # noqa: BLE001 - never hide the run's own error
-            log(f"warning: could not {what} in {config.output_given}: {exc}")
-
-
-def _remove(path: str) -> None:
-    if storage.exists(path):
-        storage.filesystem(path).rm(path)
+    leave_failure_notices(config.output_path, config.output_given, reason, outputs.FAILED,
+                          outputs.failed_notice(reason), outputs.MANIFEST, claim, log)
 
 
 def on_storage(config, ranges):
     """The per-file lists in the scratch, only references in the graph (as the builds)."""
     scratch = config.scratch_path
-    stored = {name: store(tuple(getattr(config, name)), scratch, f"{name}.pkl")
-              for name in ("files", "fields", "templates")}
-    return dataclasses.replace(config, **stored), PlannedRanges(ranges, lambda _: scratch)
+    stored = store_lists(config, ("files", "fields", "templates"), scratch)
+    return stored, PlannedRanges(ranges, lambda _: scratch)
 
 
 def run_train(raw: dict, pipeline_options=None, on_bad_row: str = "abort",

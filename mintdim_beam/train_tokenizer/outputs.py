@@ -4,7 +4,7 @@ texts, the chat template), the tokenizer card (reserved ids and what the tokeniz
 cannot represent, as `report` shows it for builds) and the manifest, written last."""
 from __future__ import annotations
 
-from mintdim_beam.core.files.ownership import TRAIN_FAILED as FAILED
+from mintdim_beam.core.files.ownership import TRAIN_FAILED
 from mintdim_beam.core.inputs import file_list
 from mintdim_beam.core.tokenizer.tokenizer_card import build_card
 from mintdim_beam.core.tokenizer.tokenizers import tokenizer_from_bytes
@@ -15,6 +15,7 @@ MANIFEST = "manifest.json"
 HF_FILE = "tokenizer.json"
 SP_FILE = "tokenizer.model"
 CONFIG_FILE = "tokenizer_config.json"
+FAILED = TRAIN_FAILED  # the failure notice `clean` knows as ours
 PIPELINE = "train-tokenizer"
 TABLE_RULE = ("each word's part is crc32(UTF-8 word) mod 64; a part lists its words in "
               "bytewise order as (u32 LE length, UTF-8 word, u64 LE count) records")

@@ -21,7 +21,7 @@ import hashlib
 from collections import Counter
 
 from mintdim_beam.core.chat.messages import DialogueProblem, normalize_row
-from mintdim_beam.core.render.document_text import Renderer, pending
+from mintdim_beam.core.render.document_text import Renderer, pending, unicode_text
 
 TRAIN, HELD_OUT, LEFT_OUT = 0, 1, 2
 UNK_CHAR = "\u2585"  # SentencePiece's trainer skips a line that holds it
@@ -66,14 +66,8 @@ class RowTexts:
         except DialogueProblem as exc:
             return None, pending(key, local_line, "SampleSchemaError", {
                 "problem": exc.problem, "message_index": exc.message_index})
-        text = self._join.join(m.content for m in messages if m.content is not None)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return None, pending(key, local_line, "SourceParseError", {
-                "reason": f"lone surrogate {text[exc.start]!r} in a string: not valid "
-                          "Unicode text"})
-        return text, None
+        return unicode_text(key, local_line,
+                            self._join.join(m.content for m in messages if m.content is not None))
 
 
 class HfWords:

@@ -273,7 +273,7 @@ _SP_WHAT = {"type": _HF_WHAT["type"], "vocab_size": "the vocabulary's size",
 
 
 def _train_trainer_block():
-    from mintdim_beam.train_tokenizer.spec import HF_KEYS, SP_KEYS
+    from mintdim_beam.core.config.trainer_keys import HF_KEYS, SP_KEYS
 
     sp = _trainer_keys(SP_KEYS, _SP_WHAT)
     return Block(keys={"type": Key(_HF_WHAT["type"])},

@@ -126,6 +126,15 @@ def store(value, scratch: str, name: str) -> Stored:
 RANGES_PER_CHUNK = 1024
 
 
+def store_lists(config, names, scratch: str):
+    """`config` (a frozen dataclass) with its per-file lists `names` (files, fields,
+    templates) `store`d in `scratch`: what a pipeline's graph carries of them."""
+    import dataclasses
+
+    return dataclasses.replace(config, **{name: store(tuple(getattr(config, name)), scratch,
+                                                      f"{name}.pkl") for name in names})
+
+
 def store_ranges(ranges, scratch_of) -> list[Stored]:
     """The planned ranges in chunks of RANGES_PER_CHUNK, each chunk in its dataset's
     scratch (`scratch_of(dataset)`), in plan order."""

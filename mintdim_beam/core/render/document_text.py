@@ -12,6 +12,17 @@ def pending(key, local_line, cls, kwargs) -> PendingError:
     return PendingError(ds, file_pos, range_no, local_line, cls, kwargs, "file_line")
 
 
+def unicode_text(key, local_line, text):
+    """(text, None), or (None, the pending error) for a text holding a lone surrogate
+    (a JSON "\\ud800" escape), which no tokenizer can take as Unicode text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return None, pending(key, local_line, "SourceParseError", {
+            "reason": f"lone surrogate {text[exc.start]!r} in a string: not valid Unicode text"})
+    return text, None
+
+
 class Renderer:
     """One file's template: literal parts with the field values put in their slots."""
 
@@ -40,10 +51,4 @@ class Renderer:
                     "invalid_type": json_kind(row[name])})
             parts[slot] = value
         whole = "".join(parts)
-        try:
-            whole.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return None, pending(key, local_line, "SourceParseError", {
-                "reason": f"lone surrogate {whole[exc.start]!r} in a string: not valid "
-                          "Unicode text"})
-        return whole, None
+        return unicode_text(key, local_line, whole)
