@@ -244,3 +244,45 @@ def _check_counts(build, unit: int, ordinals: np.ndarray, found: np.ndarray,
                                problem=f"segment lengths add up to {int(found[k])}, "
                                        f"the reader's cached token count says {int(planned[k])} "
                                        f"(the shard changed since the cache was written)")
+
+
+def merge_rows(parts: list[dict], part_of_row: np.ndarray, row_in_part: np.ndarray,
+               pack_length: int) -> dict:
+    """One step's arrays from the rows of several assembled parts (`assemble_steps`'
+    dicts, each from its own build): output row i is row `row_in_part[i]` of part
+    `part_of_row[i]`. Each row's segments (its records, then its padding) move with it,
+    so `cu_seqlens` and the segments' document ids are those of the rows in their new
+    order; per-record columns are padded to the widest part (0 / -1)."""
+    base = _exclusive(np.asarray([len(p["lengths"]) for p in parts], dtype=np.int64))
+    rows = base[part_of_row] + row_in_part
+    width = max(p["seq_lens"].shape[1] for p in parts)
+
+    def joined(name: str, fill=None) -> np.ndarray:
+        arrays = [p[name] for p in parts]
+        if fill is not None:
+            arrays = [np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
+                      for a in arrays]
+        return np.concatenate(arrays)[rows]
+
+    out = {"input_ids": joined("input_ids"), "labels": joined("labels"),
+           "lengths": joined("lengths"), "seq_lens": joined("seq_lens", 0),
+           "ordinals": joined("ordinals", -1), "units": joined("units", -1)}
+    seg_len, seg_doc, seg_first, seg_count = [], [], [], []
+    at = 0
+    for p in parts:
+        cu = p["cu_seqlens"].astype(np.int64)
+        bounds = np.searchsorted(cu, np.arange(len(p["lengths"]) + 1) * pack_length)
+        seg_len.append(np.diff(cu))
+        seg_doc.append(p["_segment_docs"])
+        seg_first.append(bounds[:-1] + at)
+        seg_count.append(np.diff(bounds))
+        at += len(cu) - 1
+    seg_len, seg_doc = np.concatenate(seg_len), np.concatenate(seg_doc)
+    first, count = np.concatenate(seg_first)[rows], np.concatenate(seg_count)[rows]
+    take = np.repeat(first - _exclusive(count), count) + np.arange(int(count.sum()))
+    lens = seg_len[take]
+    cu = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=cu[1:])
+    out.update(cu_seqlens=cu.astype(np.int32), max_seqlen=int(lens.max(initial=0)),
+               _segment_docs=seg_doc[take])
+    return out

@@ -378,6 +378,26 @@ class UnitReader:
             self._plan_key, self._perms = key, {}
         return self._plan
 
+    def epoch_items(self, epoch: int) -> int:
+        """What a blend counts of epoch `epoch` (`read.blended`): its steps, or packed,
+        its rows (all ranks' together; packs every window of that epoch once)."""
+        self.set_epoch(epoch)
+        plan = self._epoch_plan()
+        return plan.rows if self.pack_length is not None else len(plan)
+
+    def rows_at(self, epoch: int, first: int, end: int) -> dict:
+        """Packed: the arrays of rows `[first, end)` of epoch `epoch`'s plan (all ranks'
+        rows, in plan order), as a step of those rows has them (`packed.assemble_steps`)."""
+        from mintdim_beam.read import packed
+
+        self.set_epoch(epoch)
+        plan = self._epoch_plan()
+        records, per_row, lens = plan.take_lengths(first, end)
+        (arrays,) = packed.assemble_steps(self.build, [(records, per_row, end - first, lens)],
+                                          self.pack_length, self._offsets, self._targets,
+                                          self.ignore_id)
+        return arrays
+
     def padding_fraction(self) -> float:
         """The share of this epoch's token slots (all ranks, every step) that hold no
         record's token: what packing is for. Reads no record's tokens, only their
