@@ -232,3 +232,34 @@ def test_a_unit_blend_that_runs_a_build_out(units, exhausted):
         assert seen[0] <= rows[0] and abs(seen[0] - seen[1]) <= 1
     else:  # every row of both builds, but for the last partial step
         assert sum(seen) == (rows[0] + rows[1]) // 8 * 8 and seen[0] == rows[0]
+
+
+# --- the label convention ---------------------------------------------------------------
+
+def test_each_reader_says_its_labels_and_shifts_them_when_asked(units, packs):
+    kw = dict(tokens_per_step=4096, pack_length=1024, seed=5)
+    aligned = UnitReader(units[0], **kw).batch_at(1)
+    shifted = UnitReader(units[0], labels="shifted", **kw).batch_at(1)
+    assert (aligned.label_shift, shifted.label_shift) == ("aligned", "shifted")
+    assert np.array_equal(shifted.labels[:, :-1], aligned.labels[:, 1:])
+    assert (shifted.labels[:, -1] == -100).all()
+    unpacked = UnitReader(units[0], tokens_per_step=4096, labels="shifted", seed=5).batch_at(0)
+    plain = UnitReader(units[0], tokens_per_step=4096, seed=5).batch_at(0)
+    assert np.array_equal(unpacked.labels[:, :-1], plain.labels[:, 1:])
+    pack = PackReader(packs[0], 64, seed=5, batch_size=2, labels="aligned").batch_at(0)
+    megatron = PackReader(packs[0], 64, seed=5, batch_size=2).batch_at(0)
+    assert (pack.label_shift, megatron.label_shift) == ("aligned", "shifted")
+    assert np.array_equal(pack.labels, pack.input_ids)
+    assert np.array_equal(megatron.labels, megatron.tokens[:, 1:])
+    blended = BlendedUnitReader(units, [1, 1], labels="shifted", **kw).batch_at(0)
+    both = BlendedUnitReader(units, [1, 1], **kw).batch_at(0)
+    assert np.array_equal(blended.labels[:, :-1], both.labels[:, 1:])
+    with pytest.raises(ReaderArgumentError):
+        UnitReader(units[0], tokens_per_step=4096, labels="left")
+    state = UnitReader(units[0], labels="shifted", **kw).state_dict()
+    with pytest.raises(ReaderStateError) as caught:
+        UnitReader(units[0], **kw).load_state_dict(state)
+    assert caught.value.kwargs["key"] == "labels"
+    with pytest.raises(ReaderStateError):
+        PackReader(packs[0], 64).load_state_dict(PackReader(packs[0], 64,
+                                                            labels="aligned").state_dict())

@@ -53,6 +53,9 @@ class Batch:
     seq_lens: np.ndarray | None = None
     cu_seqlens: np.ndarray | None = None
     max_seqlen: int | None = None
+    # "aligned": labels[t] is token t's target (Hugging Face models shift inside);
+    # "shifted": labels[t] is position t's target, the next token (Megatron, torchtitan)
+    label_shift: str = "aligned"
     _build: object = field(default=None, repr=False, compare=False)
     _sample_ids: np.ndarray | None = field(default=None, repr=False, compare=False)
     _masks: dict = field(default_factory=dict, repr=False, compare=False)

@@ -88,7 +88,8 @@ class BlendedPackReader:
 
     def __init__(self, builds, weights, seq_len: int, *, size: int | None = None,
                  exhausted: str = "repeat", seed: int = 0, rank: int = 0,
-                 world_size: int = 1, batch_size: int = 1, cache_dir: str | None = None):
+                 world_size: int = 1, batch_size: int = 1, cache_dir: str | None = None,
+                 labels: str = "shifted"):
         if isinstance(builds, (str, bytes)) or not builds:
             raise ReaderArgumentError(argument="builds", value=checks.shown(builds),
                                       allowed="a non-empty list of pack-build paths or URLs")
@@ -98,7 +99,9 @@ class BlendedPackReader:
         self.rank = checks.argument("rank", rank, 0, self.world_size - 1,
                                     ("below world_size", "nhỏ hơn world_size"))
         self.batch_size = checks.argument("batch_size", batch_size, 1, 1 << 24)
-        self.sources = [PackReader(b, seq_len, seed=seed, cache_dir=cache_dir) for b in builds]
+        self.sources = [PackReader(b, seq_len, seed=seed, cache_dir=cache_dir, labels=labels)
+                        for b in builds]
+        self.labels = labels
         self.seed, self.seq_len = self.sources[0].seed, self.sources[0].seq_len
         available = [s.samples for s in self.sources]
         key = _key("pack", [s.build.fingerprint for s in self.sources], self.weights,
@@ -141,7 +144,7 @@ class BlendedPackReader:
             for r, lo, hi in zip(rows.tolist(), (ends - piece_counts).tolist(), ends.tolist()):
                 sizes_by_row[r] = piece_sizes[lo:hi]
         sizes = np.concatenate(sizes_by_row) if len(items) else np.zeros(0, np.int64)
-        return BlendedPackBatch(tokens, sample_ids, 0, self.epoch, (counts, sizes),
+        return BlendedPackBatch(tokens, sample_ids, 0, self.epoch, (counts, sizes), self.labels,
                                 dataset_ids=source, source_epochs=epochs)
 
     def batch_at(self, step: int) -> BlendedPackBatch:
@@ -169,7 +172,18 @@ class BlendedPackReader:
         return {"version": STATE_VERSION, "reader": "pack_blend",
                 "fingerprints": [s.build.fingerprint for s in self.sources],
                 "weights": list(self.weights), "size": self.size,
-                "exhausted": self.exhausted, "seq_len": self.seq_len, "seed": self.seed}
+                "exhausted": self.exhausted, "seq_len": self.seq_len, "seed": self.seed,
+                "labels": self.labels}
+
+    @property
+    def step(self) -> int:
+        return self.position // self.global_batch
+
+    def state_at(self, step: int) -> dict:
+        """The state that resumes this epoch at `step` (0 to the epoch's steps)."""
+        step = checks.argument("step", step, 0, self.steps, ("a step of the epoch, or its end",
+                                                              "một bước của epoch"))
+        return {**self._settings(), "epoch": self.epoch, "position": step * self.global_batch}
 
     def state_dict(self) -> dict:
         return {**self._settings(), "epoch": self.epoch, "position": self.position}
@@ -241,7 +255,7 @@ class BlendedUnitReader:
                  size: int | None = None, exhausted: str = "repeat", seed: int = 0,
                  rank: int = 0, world_size: int = 1, target=None, ignore_id: int = -100,
                  last: str = "pad", pack_window: int | None = None,
-                 cache_dir: str | None = None):
+                 cache_dir: str | None = None, labels: str = "aligned"):
         from mintdim_beam.read import order
         from mintdim_beam.read.reader import DEFAULT_PACK_WINDOW, UnitReader
 
@@ -257,7 +271,9 @@ class BlendedUnitReader:
         packed = pack_length is not None
         options = dict(tokens_per_step=tokens_per_step, seed=seed, target=target,
                        ignore_id=ignore_id, last=last, pack_length=pack_length,
-                       pack_window=pack_window or DEFAULT_PACK_WINDOW, cache_dir=cache_dir)
+                       pack_window=pack_window or DEFAULT_PACK_WINDOW, cache_dir=cache_dir,
+                       labels=labels)
+        self.labels, self.ignore_id = labels, ignore_id
         # packed: the sources give rows of all ranks; unpacked: each its steps, this rank's
         self.sources = [UnitReader(b, rank=0 if packed else rank,
                                    world_size=1 if packed else world_size, **options)
@@ -363,9 +379,14 @@ class BlendedUnitReader:
             parts.append(self.sources[d].rows_at(int(e), lo, hi))
         from mintdim_beam.read import packed
 
+        from mintdim_beam.read import masks
+
         arrays = packed.merge_rows(parts, part_of_row, row_in_part, self.pack_length)
+        if self.labels == "shifted":  # the parts' rows come aligned
+            arrays["labels"] = masks.shift_left(arrays["labels"], self.ignore_id)
         return BlendedBatch(unit_size=self.pack_length, step=step, epoch=self.epoch,
                             pack_length=self.pack_length, dataset_ids=source,
+                            label_shift=self.labels,
                             _builds=[s.build for s in self.sources], **arrays)
 
     def __iter__(self):
@@ -388,7 +409,8 @@ class BlendedUnitReader:
                 "fingerprints": [s.build.fingerprint for s in self.sources],
                 "weights": list(self.weights), "size": self.size, "exhausted": self.exhausted,
                 "tokens_per_step": self.tokens_per_step, "pack_length": self.pack_length,
-                "pack_window": self.pack_window, "seed": self.seed, "last": self.last}
+                "pack_window": self.pack_window, "seed": self.seed, "last": self.last,
+                "labels": self.labels}
 
     def state_dict(self) -> dict:
         return self.state_at(self.step)

@@ -143,3 +143,23 @@ def pairs(payload: np.ndarray, lengths: np.ndarray, chosen: int, pad_id: int,
         "rejected_labels": np.where((pos >= prefix) & (pos < prefix + r), rejected_ids, ignore),
         "rejected_lengths": rejected_lengths,
     }
+
+
+LABELS = ("aligned", "shifted")
+LABELS_WHY = ("'aligned' (labels[t] is the target at token t: Hugging Face models shift "
+              "inside) or 'shifted' (labels[t] is the target of position t, the next "
+              "token: Megatron, torchtitan, a plain cross-entropy)",
+              "'aligned' (labels[t] là nhãn tại token t: mô hình Hugging Face tự dịch bên "
+              "trong) hoặc 'shifted' (labels[t] là nhãn của vị trí t, token kế tiếp: "
+              "Megatron, torchtitan, cross-entropy thông thường)")
+
+
+def shift_left(labels, ignore_id: int):
+    """Aligned labels made shifted: position t gets the label of token t + 1, the last
+    position `ignore_id` (a row's, or a record's: a packed record's first token is
+    already `ignore_id`, so no loss crosses records either way)."""
+    import numpy as np
+
+    out = np.full_like(labels, ignore_id)
+    out[..., :-1] = labels[..., 1:]
+    return out

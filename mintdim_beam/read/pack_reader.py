@@ -61,7 +61,9 @@ class PackBatch:
     document-masked attention over `input_ids` take `[:, :-1]` of both; both are made
     on first use.
     `sample_ids` [rows]: each sample's index in the epoch's stream (Megatron's sample
-    index); `step`, `epoch`."""
+    index); `step`, `epoch`. `labels`: `tokens[:, 1:]` (`label_shift` "shifted",
+    Megatron's, the default) or `input_ids` itself ("aligned", Hugging Face's: the
+    model shifts; the sample's extra last token, the next one's first, is then unused)."""
 
     tokens: np.ndarray
     sample_ids: np.ndarray
@@ -69,6 +71,9 @@ class PackBatch:
     epoch: int
     # each sample's count of document pieces, and each piece's size (row after row)
     _pieces: tuple = field(default=(), repr=False)
+    # "shifted" (Megatron's): labels are the next tokens; "aligned" (Hugging Face's):
+    # labels are `input_ids` themselves, the model shifts inside
+    label_shift: str = "shifted"
 
     @cached_property
     def document_ids(self) -> np.ndarray:
@@ -90,7 +95,7 @@ class PackBatch:
 
     @property
     def labels(self) -> np.ndarray:
-        return self.tokens[:, 1:]
+        return self.tokens[:, 1:] if self.label_shift == "shifted" else self.tokens[:, :-1]
 
 
 class PackReader:
@@ -102,7 +107,14 @@ class PackReader:
     whose global batch divides the position); `set_epoch(e)` starts epoch e."""
 
     def __init__(self, out, seq_len: int, *, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, batch_size: int = 1, cache_dir: str | None = None):
+                 world_size: int = 1, batch_size: int = 1, cache_dir: str | None = None,
+                 labels: str = "shifted"):
+        from mintdim_beam.read import masks
+
+        if labels not in masks.LABELS:
+            raise ReaderArgumentError(argument="labels", value=checks.shown(labels),
+                                      allowed=masks.LABELS_WHY[0], allowed_vi=masks.LABELS_WHY[1])
+        self.labels = labels
         self.world_size = checks.argument("world_size", world_size, 1, 1 << 20)
         self.rank = checks.argument("rank", rank, 0, self.world_size - 1,
                                     ("below world_size", "nhỏ hơn world_size"))
@@ -248,7 +260,7 @@ class PackReader:
         at = step * self.global_batch + self.rank * self.batch_size
         ids = self.sample_order()[at:at + self.batch_size].astype(np.int64)
         tokens, pieces = self._samples_at(ids)
-        return PackBatch(tokens, ids, step, self.epoch, pieces)
+        return PackBatch(tokens, ids, step, self.epoch, pieces, self.labels)
 
     def __len__(self) -> int:
         return self.steps
@@ -263,13 +275,27 @@ class PackReader:
         self.epoch = checks.argument("epoch", epoch, 0, None)
         self.position = 0
 
+    @property
+    def step(self) -> int:
+        """The next step of the epoch."""
+        return self.position // self.global_batch
+
+    def state_at(self, step: int) -> dict:
+        """The state that resumes this epoch at `step` (0 to the epoch's steps)."""
+        step = checks.argument("step", step, 0, self.steps, ("a step of the epoch, or its end",
+                                                              "một bước của epoch"))
+        return {**self.state_dict(), "position": step * self.global_batch}
+
     # --- state ------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
         """A few numbers: where the global sequence is, and what made it."""
-        return {"version": STATE_VERSION, "reader": "pack", "fingerprint": self.build.fingerprint,
-                "seq_len": self.seq_len, "seed": self.seed, "epoch": self.epoch,
-                "position": self.position}
+        state = {"version": STATE_VERSION, "reader": "pack", "fingerprint": self.build.fingerprint,
+                 "seq_len": self.seq_len, "seed": self.seed, "epoch": self.epoch,
+                 "position": self.position}
+        if self.labels != "shifted":
+            state["labels"] = self.labels
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Continue where `state` was saved; refused (the reader unchanged) if it was
@@ -277,6 +303,9 @@ class PackReader:
         if not isinstance(state, dict):
             raise ReaderStateError(key="state", found=checks.shown(state),
                                    allowed="a dict from PackReader.state_dict()")
+        if state.get("labels", "shifted") != self.labels:
+            raise ReaderStateError(key="labels", found=checks.shown(state.get("labels", "shifted")),
+                                   expected=checks.shown(self.labels))
         for key, mine in (("reader", "pack"), ("version", STATE_VERSION),
                           ("fingerprint", self.build.fingerprint), ("seq_len", self.seq_len),
                           ("seed", self.seed)):

@@ -105,9 +105,15 @@ class UnitReader:
     def __init__(self, path: str, *, tokens_per_step: int, seed: int = 0, rank: int = 0,
                  world_size: int = 1, target=None, ignore_id: int = -100,
                  pairs: bool = False, last: str = "pad", pack_length: int | None = None,
-                 pack_window: int = DEFAULT_PACK_WINDOW, cache_dir: str | None = None):
+                 pack_window: int = DEFAULT_PACK_WINDOW, cache_dir: str | None = None,
+                 labels: str = "aligned"):
         from mintdim_beam.read import checks, masks, order
         from mintdim_beam.read.build import open_build
+
+        if labels not in masks.LABELS:
+            raise ReaderArgumentError(argument="labels", value=checks.shown(labels),
+                                      allowed=masks.LABELS_WHY[0], allowed_vi=masks.LABELS_WHY[1])
+        self.labels = labels
 
         self.tokens_per_step = checks.argument("tokens_per_step", tokens_per_step, 1,
                                                MAX_TOKENS_PER_STEP, TOKENS_BOUND_WHY)
@@ -232,10 +238,27 @@ class UnitReader:
         return len(self._epoch_plan())
 
     def _settings(self) -> dict:
-        """What fixes the order: a state saved with other values is another sequence."""
-        return {"version": STATE_VERSION, "fingerprint": self.build.fingerprint,
-                "seed": self.seed, "tokens_per_step": self.tokens_per_step, "last": self.last,
-                "pack_length": self.pack_length, "pack_window": self.pack_window}
+        """What fixes the order: a state saved with other values is another sequence
+        (shifted labels too: a loop saved with them must not resume aligned)."""
+        settings = {"version": STATE_VERSION, "fingerprint": self.build.fingerprint,
+                    "seed": self.seed, "tokens_per_step": self.tokens_per_step,
+                    "last": self.last, "pack_length": self.pack_length,
+                    "pack_window": self.pack_window}
+        if self.labels != "aligned":
+            settings["labels"] = self.labels
+        return settings
+
+    def _labelled(self, batch: Batch) -> Batch:
+        """The batch with this reader's label convention (made aligned, shifted here)."""
+        from mintdim_beam.read import masks
+
+        batch.label_shift = self.labels
+        if self.labels == "shifted":
+            for side in ("", "chosen_", "rejected_"):
+                labels = getattr(batch, f"{side}labels")
+                if labels is not None:
+                    setattr(batch, f"{side}labels", masks.shift_left(labels, self.ignore_id))
+        return batch
 
     def state_dict(self) -> dict:
         """Packed, also `window`: the plan window of the step's first row and that
@@ -271,8 +294,8 @@ class UnitReader:
             raise ReaderStateError(key="state", found=checks.shown(state),
                                    allowed="a dict made by state_dict()",
                                    allowed_vi="một dict do state_dict() tạo ra")
-        for key, mine in self._settings().items():
-            found = state.get(key)
+        for key, mine in {**self._settings(), "labels": self.labels}.items():
+            found = state.get(key, "aligned") if key == "labels" else state.get(key)
             if found != mine or checks.is_int(found) != checks.is_int(mine):
                 raise ReaderStateError(key=key, expected=str(mine), found=checks.shown(found))
         epoch = checks.state_value("epoch", state, 0, checks.INT64_MAX)
@@ -387,7 +410,8 @@ class UnitReader:
 
     def rows_at(self, epoch: int, first: int, end: int) -> dict:
         """Packed: the arrays of rows `[first, end)` of epoch `epoch`'s plan (all ranks'
-        rows, in plan order), as a step of those rows has them (`packed.assemble_steps`)."""
+        rows, in plan order), as a step of those rows has them (`packed.assemble_steps`),
+        labels aligned."""
         from mintdim_beam.read import packed
 
         self.set_epoch(epoch)
@@ -456,8 +480,9 @@ class UnitReader:
             steps.append((records, per_row, rows, lens))
         made = packed.assemble_steps(self.build, steps, self.pack_length, self._offsets,
                                      self._targets, self.ignore_id)
-        return {j: Batch(unit_size=self.pack_length, step=j, epoch=self.epoch,
-                         pack_length=self.pack_length, _build=self.build, **arrays)
+        return {j: self._labelled(Batch(unit_size=self.pack_length, step=j, epoch=self.epoch,
+                                        pack_length=self.pack_length, _build=self.build,
+                                        **arrays))
                 for j, arrays in zip(range(k, k + len(made)), made)}
 
     def _batch(self, plan, k: int) -> Batch:
@@ -495,4 +520,4 @@ class UnitReader:
             mask = masks.label_mask(lengths, self._targets, unit)
             batch.labels = masks.labels_for(batch.input_ids, mask, self.ignore_id)
             batch.lengths = lengths.sum(axis=1)
-        return batch
+        return self._labelled(batch)
