@@ -57,13 +57,19 @@ test: $(STAMP) $(SP_IDS) $(BPE_TRAIN) $(PUBLISHED)/.done
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
-# mintdim_beam.torch against a real PyTorch, and pack-build output read by megatron-core
-# and datatrove; tests_interop/ is outside tests/, so `make test` never collects it.
+# mintdim_beam.torch against a real PyTorch (and torchdata's loader), pack-build output
+# read by megatron-core and datatrove, exports read by datasets, TRL and streaming; tests_interop/ is outside tests/, so `make test` never collects it.
 # Pinned: a CPU build of this torch is at hand as a wheel (about 30 s); an unpinned `torch`
 # would pull several GB of CUDA. megatron-core 0.16.1 (a manylinux wheel that ships its C++
 # `helpers` compiled) and datatrove 0.10.1 ask only torch>=2.6 and pure-Python packages.
+# torchdata: StatefulDataLoader. mosaicml-streaming (reads our MDS) pins versions of
+# torch, transformers and tokenizers that would replace ours (and pull CUDA): installed
+# without them, with the few packages its readers import.
+STREAMING_DEPS := brotli python-snappy cramjam zstd catalogue "xxhash>=3,<4" torchvision==0.28.0
 test-interop: $(STAMP)
-	$(PY) -m pip install --quiet torch==2.13.0 megatron-core==0.16.1 datatrove==0.10.1 trl==1.16.0
+	$(PY) -m pip install --quiet torch==2.13.0 megatron-core==0.16.1 datatrove==0.10.1 trl==1.16.0 \
+	    torchdata==0.11.0 h5py
+	$(PY) -m pip install --quiet --no-deps mosaicml-streaming==0.13.0 $(STREAMING_DEPS)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests_interop -q -p no:cacheprovider
 
 # Beam's Prism runner (a Go program) built from the Go module proxy at the version of the

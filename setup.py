@@ -26,8 +26,10 @@ setup(
         "test": ["pytest>=7", "pytest-timeout", "pytest-xdist>=3.5", "s3fs>=2024.6.0", "zstandard",
                  "moto[server]>=5", "gcp-storage-emulator",
                  "transformers",  # chat-template exactness tests; needs no torch
-                 "mistral-common==1.13.1"],  # its own encode_chat_completion, its tokenizers
+                 "mistral-common==1.13.1",  # its own encode_chat_completion, its tokenizers
+                 "h5py"],  # reads back `export --format hdf5`
         "aws": ["s3fs>=2024.6.0"],
+        "hdf5": ["h5py"],  # `mintdim-beam export --format hdf5`
         # Imported only when used: .jsonl.zst inputs (without it they are refused before
         # any output, saying what to install), and the `mintdim_beam.torch` dataset.
         "zstd": ["zstandard"],

@@ -42,6 +42,21 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--config", dest="config_flag", metavar="CONFIG",
                        help="the same, as a flag")
     _bad_row_flags(train)
+    export = sub.add_parser("export", help="write a finished build for another trainer's "
+                                           "reader: Parquet, HDF5 or MosaicML MDS")
+    export.add_argument("build", help="the build (a unit-build or pack-build output)")
+    export.add_argument("--format", required=True, help="parquet | hdf5 | mds")
+    export.add_argument("--out", required=True, help="the export's directory (new or empty)")
+    export.add_argument("--pack-length", dest="pack_length", type=int, default=None,
+                        help="unit-build: rows of this many tokens, records packed")
+    export.add_argument("--seq-len", dest="seq_len", type=int, default=None,
+                        help="pack-build: samples of seq_len + 1 tokens")
+    export.add_argument("--seed", type=int, default=0, help="the packing or sample order")
+    export.add_argument("--target", action="append", default=None,
+                        help="unit-build: a segment that carries labels (repeatable; "
+                             "default: the reader's)")
+    export.add_argument("--rows-per-part", dest="part_rows", type=int, default=None,
+                        help="packed rows or samples a part holds (default 65536)")
     verify = sub.add_parser("verify", help="check a finished build from its own files")
     verify.add_argument("out", help="output directory (local path or fsspec URL)")
     verify.add_argument("--max-problems", type=int, default=50)
@@ -126,17 +141,39 @@ def train_command(args, beam_flags: list[str]) -> int:
     return _config_command(args, run, "train")
 
 
+def export_command(args, beam_flags: list[str]) -> int:
+    from mintdim_beam.export.launch import run_export
+
+    def run(_):
+        return run_export(args.build, args.format, args.out, pipeline_options=beam_flags or None,
+                          pack_length=args.pack_length, seq_len=args.seq_len, seed=args.seed,
+                          target=args.target, part_rows=args.part_rows)
+
+    return _run_command(run, None)
+
+
 def _config_command(args, run, command: str) -> int:
     """Load CONFIG, run it with Ctrl-C and SIGTERM handled, print the result as JSON."""
     from mintdim_beam.core.config.config_file import KEYS, PACK_KEYS, TRAIN_KEYS, load_config
-    from mintdim_beam.core.errors import BuildInterruptedError, PipelineValidationError
-    from mintdim_beam.runtime.signals import on_signals
+    from mintdim_beam.core.errors import PipelineValidationError
 
-    try:
+    def load():
         config = args.config_flag or args.config
         if not config:
             raise PipelineValidationError(missing=["CONFIG (a path or URL, positional or --config)"])
-        doc = load_config(config, {"pack": PACK_KEYS, "train": TRAIN_KEYS}.get(command, KEYS))
+        return load_config(config, {"pack": PACK_KEYS, "train": TRAIN_KEYS}.get(command, KEYS))
+
+    return _run_command(run, load)
+
+
+def _run_command(run, load) -> int:
+    """`run(load())` with Ctrl-C and SIGTERM handled; its result printed as JSON, our
+    errors as their text (exit 1 for a failed run, 2 for a config error)."""
+    from mintdim_beam.core.errors import BuildInterruptedError
+    from mintdim_beam.runtime.signals import on_signals
+
+    try:
+        doc = load() if load is not None else None
         on_signals()
         result = run(doc)
     except BuildInterruptedError as exc:
@@ -182,6 +219,8 @@ def main(argv=None) -> int:
         return pack_command(args, extra)
     if args.command == "train":
         return train_command(args, extra)
+    if args.command == "export":
+        return export_command(args, extra)
     if args.command == "verify":
         from mintdim_beam.audit.verify import verify_command
 

@@ -17,6 +17,7 @@ from mintdim_beam.core.errors.ours import (BuildInterruptedError, EncoderCrashEr
                                            ReaderArgumentError, ReaderStateError, ScratchSpaceError,
                                            ShardRecordError,
                                            SourceChangedError, SourceFormatError)
+from mintdim_beam.core.errors.export import ExportInputError, ExportValidationError
 from mintdim_beam.core.errors.inputs import SourceFilesError
 from mintdim_beam.core.errors.pack import PackEmptyError, PackValidationError
 from mintdim_beam.core.errors.read import (UnitReadBatchError, UnitReadMaskingError,
@@ -90,6 +91,8 @@ __all__ = [
     "TrainerMinFrequencyError",
     "TrainerAlphabetTieError",
     "TrainerCountOverflowError",
+    "ExportValidationError",
+    "ExportInputError",
     "TemplateRoundTripError",
     "SampleRoundTripError",
     "error_from_payload",

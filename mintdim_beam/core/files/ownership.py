@@ -45,13 +45,17 @@ PACK_FAILED = "PACK_BUILD_FAILED.md"
 _TRAIN_FILE = re.compile(r"^(tokenizer\.json|tokenizer\.model|tokenizer_config\.json|"
                          r"report_text\.jsonl|unigram_sample\.txt|rejected_index\.jsonl)$")
 TRAIN_FAILED = "TRAIN_TOKENIZER_FAILED.md"
+# ... and of an export (`export/`): its parts, their index and card.
+_EXPORT_FILE = re.compile(r"^(chunk_\d{5}\.h5|shard\.\d{5}\.mds|index\.json|README\.md)$")
+_EXPORT_DATA = re.compile(r"^part-\d{5}-of-\d{5}\.parquet$")
+EXPORT_FAILED = "EXPORT_FAILED.md"
 _UNIT_DIR = re.compile(r"^unit_\d+$")
 _UNIT_FILE = re.compile(r"^(shard_\d{6}\.bin|EMPTY_UNIT\.md|UNIT_BUILD_FAILED\.md)$")
 _PART_TABLE = re.compile(r"^[a-z_]+\.parts\.jsonl$")  # in checksums.PARTS_DIR
 _MEMORY_CLAIMS = threading.Lock()  # memory:// has no atomic create: one process, one lock
 # The first line of each failure notice of ours: the proof `clean` accepts besides a marker.
 _NOTICE_HEADS = {fmt.FAILED_UNIT: b"# Unit build failed\n", PACK_FAILED: b"# pack-build failed\n",
-                 TRAIN_FAILED: b"# train-tokenizer failed\n"}
+                 TRAIN_FAILED: b"# train-tokenizer failed\n", EXPORT_FAILED: b"# export failed\n"}
 HEARTBEAT_SECONDS = 10  # a running build touches its marker this often
 HEARTBEAT_FRESH = 60  # a marker touched this recently belongs to a build that runs
 
@@ -110,9 +114,12 @@ def inspect(output_dir: str) -> Contents:
         if name == MARKER:
             marker = read_marker(output_dir)
         elif (name == storage.TMP_DIR_NAME or name in _TOP_FILES or _PACK_FILE.match(name)
-              or _TRAIN_FILE.match(name)):
+              or _TRAIN_FILE.match(name) or _EXPORT_FILE.match(name)):
             continue
-        elif name in (PACK_FAILED, TRAIN_FAILED):
+        elif name == "data" and storage.is_dir(path):
+            foreign.extend(storage.join(path, n) for n in map(_base, storage.list_dir(path))
+                           if not _EXPORT_DATA.match(n))
+        elif name in (PACK_FAILED, TRAIN_FAILED, EXPORT_FAILED):
             failed.append(name)
             notices.append(path)
         elif name == checksums.PARTS_DIR and storage.is_dir(path):
