@@ -27,7 +27,8 @@ setup(
                  "moto[server]>=5", "gcp-storage-emulator",
                  "transformers",  # chat-template exactness tests; needs no torch
                  "mistral-common==1.13.1",  # its own encode_chat_completion, its tokenizers
-                 "h5py"],  # reads back `export --format hdf5`
+                 "h5py",  # reads back `export --format hdf5`
+                 "datasets"],  # reads `export --format parquet` (README, docs/export.md)
         "aws": ["s3fs>=2024.6.0"],
         "hdf5": ["h5py"],  # `mintdim-beam export --format hdf5`
         # Imported only when used: .jsonl.zst inputs (without it they are refused before

@@ -57,7 +57,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 UNIT_READ_BATCH = 8
 TARGET = "output"
-GOALS = {"unit_reader_over_mintdim": 20.0, "bound_over_unit_reader": 3.0,
+GOALS = {"packed_blend_cost": 1.10, "pack_blend_cost": 1.10,
+         "unit_reader_over_mintdim": 20.0, "bound_over_unit_reader": 3.0,
          "first_batch_s": 1.0, "resume_s": 1.0, "bound_over_packed": 3.0,
          "bound_over_pack_reader": 2.0, "start_packed_s": 0.5}
 PACK_LENGTH = 2048  # packed steps' rows and PackReader's seq_len
@@ -151,6 +152,11 @@ def main(argv=None) -> int:
         "pack_bound": dict(base, kind="pack_bound", pack=str(pack), tokens_per_step=args.tokens_per_step),
         "pack_reader": dict(base, kind="pack_reader", pack=str(pack), tokens_per_step=args.tokens_per_step,
                             state_file=str(work / "read_state_pack.json")),
+        # blends (issue 42): the build twice, half and half, against the single reader
+        "unit_reader_packed_blend": dict(base, kind="packed", tokens_per_step=args.tokens_per_step,
+                                         blend=True),
+        "pack_reader_blend": dict(base, kind="pack_reader", pack=str(pack),
+                                  tokens_per_step=args.tokens_per_step, blend=True),
     }
     if args.reference_python:
         runs["mintdim_unit_read"] = dict(base, kind="unit_read", module="mintdim",
@@ -307,6 +313,9 @@ def ratios(report: dict) -> dict:
     out["bound_over_packed"] = ratio(tps("bound_gather"), tps("unit_reader_packed"))
     out["bound_over_packed_all"] = ratio(tps("bound_gather"), tps("unit_reader_packed_all"))
     out["bound_over_pack_reader"] = ratio(tps("pack_bound"), tps("pack_reader"))
+    # a blended step's cost over a single build's (issue 42: at most 1.10)
+    out["packed_blend_cost"] = ratio(tps("unit_reader_packed"), tps("unit_reader_packed_blend"))
+    out["pack_blend_cost"] = ratio(tps("pack_reader"), tps("pack_reader_blend"))
     starts = report["start"]
     for which in ("packed", "pack"):
         out[f"first_batch_{which}_s"] = max(r["total_s"] for r in starts[f"first_batch_{which}"])
@@ -412,6 +421,10 @@ def _print(report: dict) -> None:
          r["bound_over_packed_all"], "(info)", lambda v: True)
     line("pack bound / PackReader (x)", r["bound_over_pack_reader"], "<= 2",
          lambda v: v <= GOALS["bound_over_pack_reader"])
+    line("UnitReader packed / its blend of two builds, a step's cost (x)", r["packed_blend_cost"],
+         "<= 1.10", lambda v: v <= GOALS["packed_blend_cost"])
+    line("PackReader / its blend of two builds, a step's cost (x)", r["pack_blend_cost"],
+         "<= 1.10", lambda v: v <= GOALS["pack_blend_cost"])
     for which, name in (("packed", "UnitReader packed"), ("pack", "PackReader")):
         for what in ("first_batch", "resume"):
             rows = report["start"][f"{what}_{which}"]
@@ -689,8 +702,13 @@ def w_memory(spec) -> dict:
 def _packed_reader(spec):
     from mintdim_beam.read import UnitReader
 
-    return UnitReader(spec["build"], tokens_per_step=spec["tokens_per_step"], seed=0,
-                      target=[TARGET], ignore_id=-100, pack_length=PACK_LENGTH)
+    kw = dict(tokens_per_step=spec["tokens_per_step"], seed=0, target=[TARGET], ignore_id=-100,
+              pack_length=PACK_LENGTH)
+    if spec.get("blend"):  # the build as two sources, half and half
+        from mintdim_beam.read.blended import BlendedUnitReader
+
+        return BlendedUnitReader([spec["build"], spec["build"]], [1, 1], **kw)
+    return UnitReader(spec["build"], **kw)
 
 
 def _pack_reader(spec):
@@ -698,6 +716,11 @@ def _pack_reader(spec):
 
     tokens = json.loads((Path(spec["pack"]) / "manifest.json").read_text())["tokens"]
     per_step = max(1, min(spec["tokens_per_step"] // PACK_LENGTH, (tokens - 1) // PACK_LENGTH))
+    if spec.get("blend"):
+        from mintdim_beam.read.blended import BlendedPackReader
+
+        return BlendedPackReader([spec["pack"], spec["pack"]], [1, 1], PACK_LENGTH, seed=0,
+                                 batch_size=per_step)
     return PackReader(spec["pack"], PACK_LENGTH, seed=0, batch_size=per_step)
 
 
@@ -733,6 +756,7 @@ def w_packed(spec) -> dict:
     seconds = time.perf_counter() - start
     if not spec.get("state_file"):
         return _result(tokens, steps, seconds)
+    # (a blend's state is checked by tests/test_blend.py)
     if steps and reader.state_dict()["step"] >= len(reader):  # at an epoch's end: save mid-epoch
         # (a step changed by hand: the state's window no longer holds it, so loading it
         # checks the step against the whole plan; the state saved next names its window)

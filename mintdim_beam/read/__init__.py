@@ -11,14 +11,17 @@ attention masks and preference pairs (never looking at `pad_id`); `packing` plan
 packed steps (`pack_length`: whole records of any units in rows of one length) as pure
 functions of (seed, epoch) and the records' lengths, and `packed` fills a step's rows;
 `checks` validates arguments and states; `pack_reader` reads pack-build output
-(`PackReader`: Megatron GPTDataset samples, seeded, ranked, resumable). `cache` keeps
+(`PackReader`: Megatron GPTDataset samples, seeded, ranked, resumable); `blend` and
+`blended` read several builds as one by weight (megatron-core's rule). `cache` keeps
 what the readers need of every record (`facts`: token counts, sample ids) and each
 epoch's orders and plans as `.npy` files written once and memory-mapped, as
 megatron-core's index cache does, so a rank's memory does not grow with the build;
 `batch` is a step's arrays.
 
 Imports only `core`."""
+from mintdim_beam.read.blended import BlendedPackReader, BlendedUnitReader
 from mintdim_beam.read.pack_reader import PackBatch, PackReader
 from mintdim_beam.read.reader import Batch, UnitReader
 
-__all__ = ["Batch", "PackBatch", "PackReader", "UnitReader"]
+__all__ = ["Batch", "PackBatch", "PackReader", "UnitReader", "BlendedPackReader",
+           "BlendedUnitReader"]

@@ -247,14 +247,15 @@ class BlendedUnitReader:
     """Unit-builds blended by weight (see the module docstring): packed rows
     (`pack_length`) mixed row by row within each step, or whole steps unpacked.
     `size`: items (packed rows, or steps) in a blend epoch (default: the most no build
-    runs out of in epoch 0); `exhausted`: 'repeat', 'stop' or 'renormalize'. The other
+    runs out of in epoch 0); `exhausted`: 'repeat', 'stop' or 'renormalize'; `targets`:
+    one `target` per build (their segments differ), else `target` for all. The other
     arguments are `UnitReader`'s, the same for every build. A packed epoch has
     `items // rows_per_step` steps (a last partial step is left out)."""
 
     def __init__(self, builds, weights, *, tokens_per_step: int, pack_length: int | None = None,
                  size: int | None = None, exhausted: str = "repeat", seed: int = 0,
-                 rank: int = 0, world_size: int = 1, target=None, ignore_id: int = -100,
-                 last: str = "pad", pack_window: int | None = None,
+                 rank: int = 0, world_size: int = 1, target=None, targets=None,
+                 ignore_id: int = -100, last: str = "pad", pack_window: int | None = None,
                  cache_dir: str | None = None, labels: str = "aligned"):
         from mintdim_beam.read import order
         from mintdim_beam.read.reader import DEFAULT_PACK_WINDOW, UnitReader
@@ -269,15 +270,23 @@ class BlendedUnitReader:
                                     ("below world_size", "nhỏ hơn world_size"))
         self.pack_length = pack_length
         packed = pack_length is not None
-        options = dict(tokens_per_step=tokens_per_step, seed=seed, target=target,
+        if targets is None:
+            targets = [target] * len(builds)
+        elif target is not None or isinstance(targets, (str, bytes)) or \
+                len(targets) != len(builds):
+            raise ReaderArgumentError(
+                argument="targets", value=checks.shown(targets),
+                allowed=f"a list of {len(builds)} targets, one per build (each as UnitReader's "
+                        "target), instead of target")
+        options = dict(tokens_per_step=tokens_per_step, seed=seed,
                        ignore_id=ignore_id, last=last, pack_length=pack_length,
                        pack_window=pack_window or DEFAULT_PACK_WINDOW, cache_dir=cache_dir,
                        labels=labels)
         self.labels, self.ignore_id = labels, ignore_id
         # packed: the sources give rows of all ranks; unpacked: each its steps, this rank's
         self.sources = [UnitReader(b, rank=0 if packed else rank,
-                                   world_size=1 if packed else world_size, **options)
-                        for b in builds]
+                                   world_size=1 if packed else world_size, target=t, **options)
+                        for b, t in zip(builds, targets)]
         first = self.sources[0]
         self.tokens_per_step, self.seed, self.last = first.tokens_per_step, first.seed, last
         self.pack_window = first.pack_window
