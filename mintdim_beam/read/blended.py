@@ -340,7 +340,11 @@ class BlendedUnitReader:
             mine = source == d
             span = plan.span[d] + (1 if self.pack_length else 0)
             start = self.epoch * span
-            need, ends = int(taken[mine].max()), [0]
+            need = int(taken[mine].max())
+            if self.sources[d].holds_item(start, need):  # the usual case: no epoch counted
+                epochs[mine] = start
+                continue
+            ends = [0]
             while ends[-1] <= need:  # only the build epochs these items reach are planned
                 if len(ends) > span:
                     raise RuntimeError(f"build {d} would need more than {span} of its epochs "
@@ -377,34 +381,55 @@ class BlendedUnitReader:
                                    for f in Batch.__dataclass_fields__.values()},
                                 dataset_ids=np.full(len(batch.ordinals), d, dtype=np.int64),
                                 _builds=[s.build for s in self.sources])
+        return self._packed_steps(step, 1)[step]
+
+    def _packed_steps(self, k: int, count: int) -> dict:
+        """Packed steps k .. k + count - 1 of this rank: their rows located in the builds,
+        each build's rows of all of them assembled once (`UnitReader.rows_at`), each
+        step's rows then taken from the pool (`packed.RowPool`), in the blend's order."""
+        from mintdim_beam.read import masks, packed
+
         share = self.rows_per_step // self.world_size
-        first = step * self.rows_per_step + self.rank * share
-        source, epochs, taken = self._locate(np.arange(first, first + share))
-        parts, part_of_row, row_in_part = [], np.empty(share, np.int64), np.empty(share, np.int64)
+        firsts = (np.arange(k, k + count) * self.rows_per_step + self.rank * share)
+        items = (firsts[:, None] + np.arange(share)[None, :]).reshape(-1)
+        source, epochs, taken = self._locate(items)
+        parts, part_of_row = [], np.empty(len(items), np.int64)
+        row_in_part = np.empty(len(items), np.int64)
         for d, e in sorted(set(zip(source.tolist(), epochs.tolist()))):
             rows = np.flatnonzero((source == d) & (epochs == e))
             lo, hi = int(taken[rows].min()), int(taken[rows].max()) + 1
             part_of_row[rows], row_in_part[rows] = len(parts), taken[rows] - lo
             parts.append(self.sources[d].rows_at(int(e), lo, hi))
-        from mintdim_beam.read import packed
-
-        from mintdim_beam.read import masks
-
-        arrays = packed.merge_rows(parts, part_of_row, row_in_part, self.pack_length)
-        if self.labels == "shifted":  # the parts' rows come aligned
-            arrays["labels"] = masks.shift_left(arrays["labels"], self.ignore_id)
-        return BlendedBatch(unit_size=self.pack_length, step=step, epoch=self.epoch,
-                            pack_length=self.pack_length, dataset_ids=source,
-                            label_shift=self.labels,
-                            _builds=[s.build for s in self.sources], **arrays)
+        pool = packed.RowPool(parts, self.pack_length)
+        builds = [s.build for s in self.sources]
+        out = {}
+        for i, step in enumerate(range(k, k + count)):
+            cut = slice(i * share, (i + 1) * share)
+            arrays = pool.take(part_of_row[cut], row_in_part[cut])
+            if self.labels == "shifted":  # the parts' rows come aligned
+                arrays["labels"] = masks.shift_left(arrays["labels"], self.ignore_id)
+            out[step] = BlendedBatch(unit_size=self.pack_length, step=step, epoch=self.epoch,
+                                     pack_length=self.pack_length, dataset_ids=source[cut],
+                                     label_shift=self.labels, _builds=builds, **arrays)
+        return out
 
     def __iter__(self):
+        from mintdim_beam.read.reader import PACK_AHEAD_STEPS, PACK_AHEAD_TOKENS
+
         steps = len(self)
         if self.step >= steps:
             self.step = 0
+        ahead: dict = {}  # packed: the next few steps, made together (as UnitReader's)
         while self.step < steps:
             k = self.step
-            batch = self.batch_at(k)
+            if self.pack_length is None:
+                batch = self.batch_at(k)
+            else:
+                if k not in ahead:
+                    share = self.rows_per_step // self.world_size * self.pack_length
+                    count = min(PACK_AHEAD_STEPS, max(1, PACK_AHEAD_TOKENS // share), steps - k)
+                    ahead = self._packed_steps(k, count)
+                batch = ahead.pop(k)
             self.step = k + 1  # counted before the yield: a state saved now resumes after it
             yield batch
 

@@ -246,43 +246,60 @@ def _check_counts(build, unit: int, ordinals: np.ndarray, found: np.ndarray,
                                        f"(the shard changed since the cache was written)")
 
 
+class RowPool:
+    """The rows of several assembled parts (`assemble_steps`' dicts, each from its own
+    build), joined once, from which steps take their rows (`take`): what a blend of
+    builds makes its packed steps from, a few steps' parts assembled together. Each
+    row's segments (its records, then its padding) move with it, so a step's
+    `cu_seqlens` and segment document ids are those of its rows in their order; the
+    per-record columns are padded to the widest part (0 / -1)."""
+
+    def __init__(self, parts: list[dict], pack_length: int):
+        self.parts = parts
+        self.base = _exclusive(np.asarray([len(p["lengths"]) for p in parts], dtype=np.int64))
+        self.width = max(p["seq_lens"].shape[1] for p in parts)
+        seg_len, seg_doc, seg_first, seg_count, at = [], [], [], [], 0
+        for p in parts:
+            cu = p["cu_seqlens"].astype(np.int64)
+            bounds = np.searchsorted(cu, np.arange(len(p["lengths"]) + 1) * pack_length)
+            seg_len.append(np.diff(cu))
+            seg_doc.append(p["_segment_docs"])
+            seg_first.append(bounds[:-1] + at)
+            seg_count.append(np.diff(bounds))
+            at += len(cu) - 1
+        self.seg_len, self.seg_doc = np.concatenate(seg_len), np.concatenate(seg_doc)
+        self.seg_first, self.seg_count = np.concatenate(seg_first), np.concatenate(seg_count)
+
+    def take(self, part_of_row: np.ndarray, row_in_part: np.ndarray) -> dict:
+        """One step's arrays: output row i is row `row_in_part[i]` of part `part_of_row[i]`
+        (each row copied once, straight from its part)."""
+        n, first = len(part_of_row), self.parts[0]
+        out = {name: np.empty((n,) + first[name].shape[1:], first[name].dtype)
+               for name in ("input_ids", "labels", "lengths")}
+        for name, fill in (("seq_lens", 0), ("ordinals", -1), ("units", -1)):
+            out[name] = np.full((n, self.width), fill, dtype=first[name].dtype)
+        for p, part in enumerate(self.parts):
+            mine = np.flatnonzero(part_of_row == p)
+            if not len(mine):
+                continue
+            src = row_in_part[mine]
+            for name in ("input_ids", "labels", "lengths"):
+                out[name][mine] = part[name][src]
+            k = part["seq_lens"].shape[1]
+            for name in ("seq_lens", "ordinals", "units"):
+                out[name][mine, :k] = part[name][src]
+        rows = self.base[part_of_row] + row_in_part
+        first_seg, count = self.seg_first[rows], self.seg_count[rows]
+        take = np.repeat(first_seg - _exclusive(count), count) + np.arange(int(count.sum()))
+        lens = self.seg_len[take]
+        cu = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=cu[1:])
+        out.update(cu_seqlens=cu.astype(np.int32), max_seqlen=int(lens.max(initial=0)),
+                   _segment_docs=self.seg_doc[take])
+        return out
+
+
 def merge_rows(parts: list[dict], part_of_row: np.ndarray, row_in_part: np.ndarray,
                pack_length: int) -> dict:
-    """One step's arrays from the rows of several assembled parts (`assemble_steps`'
-    dicts, each from its own build): output row i is row `row_in_part[i]` of part
-    `part_of_row[i]`. Each row's segments (its records, then its padding) move with it,
-    so `cu_seqlens` and the segments' document ids are those of the rows in their new
-    order; per-record columns are padded to the widest part (0 / -1)."""
-    base = _exclusive(np.asarray([len(p["lengths"]) for p in parts], dtype=np.int64))
-    rows = base[part_of_row] + row_in_part
-    width = max(p["seq_lens"].shape[1] for p in parts)
-
-    def joined(name: str, fill=None) -> np.ndarray:
-        arrays = [p[name] for p in parts]
-        if fill is not None:
-            arrays = [np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
-                      for a in arrays]
-        return np.concatenate(arrays)[rows]
-
-    out = {"input_ids": joined("input_ids"), "labels": joined("labels"),
-           "lengths": joined("lengths"), "seq_lens": joined("seq_lens", 0),
-           "ordinals": joined("ordinals", -1), "units": joined("units", -1)}
-    seg_len, seg_doc, seg_first, seg_count = [], [], [], []
-    at = 0
-    for p in parts:
-        cu = p["cu_seqlens"].astype(np.int64)
-        bounds = np.searchsorted(cu, np.arange(len(p["lengths"]) + 1) * pack_length)
-        seg_len.append(np.diff(cu))
-        seg_doc.append(p["_segment_docs"])
-        seg_first.append(bounds[:-1] + at)
-        seg_count.append(np.diff(bounds))
-        at += len(cu) - 1
-    seg_len, seg_doc = np.concatenate(seg_len), np.concatenate(seg_doc)
-    first, count = np.concatenate(seg_first)[rows], np.concatenate(seg_count)[rows]
-    take = np.repeat(first - _exclusive(count), count) + np.arange(int(count.sum()))
-    lens = seg_len[take]
-    cu = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(lens, out=cu[1:])
-    out.update(cu_seqlens=cu.astype(np.int32), max_seqlen=int(lens.max(initial=0)),
-               _segment_docs=seg_doc[take])
-    return out
+    """One step's arrays from the rows of several parts (`RowPool` for one step)."""
+    return RowPool(parts, pack_length).take(part_of_row, row_in_part)

@@ -408,6 +408,15 @@ class UnitReader:
         plan = self._epoch_plan()
         return plan.rows if self.pack_length is not None else len(plan)
 
+    def holds_item(self, epoch: int, item: int) -> bool:
+        """Whether epoch `epoch` has step (packed: row) `item`; packed, it packs only the
+        windows up to that row, where `epoch_items` packs the epoch."""
+        self.set_epoch(epoch)
+        plan = self._epoch_plan()
+        if self.pack_length is None:
+            return item < len(plan)
+        return plan.locate(item) is not None
+
     def rows_at(self, epoch: int, first: int, end: int) -> dict:
         """Packed: the arrays of rows `[first, end)` of epoch `epoch`'s plan (all ranks'
         rows, in plan order), as a step of those rows has them (`packed.assemble_steps`),
