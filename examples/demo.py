@@ -4,7 +4,8 @@ Three builds: the templated instruction and chat samples of examples/data (Sente
 then the chat dialogues and the preference pairs of examples/chat (byte-level BPE, the
 chat template of its tokenizer_config.json). Then a tokenizer trained on examples/data
 (examples/train_tokenizer.yaml: MiniMind's byte-level BPE layout, ChatML) and the
-dialogues built again with it.
+dialogues built again with it; then the two templated builds read as one blend, and the
+instruction build exported to Parquet for Hugging Face datasets and TRL.
 
 Usage: python examples/demo.py OUTPUT_ROOT [beam flags...]
 """
@@ -99,6 +100,28 @@ def print_trained(trained: dict, rebuilt: dict, before: dict) -> None:
           f"tokens (with the bundled tokenizer: {old['total_tokens']}), units {new['sizes']}")
 
 
+def blend_and_export(root: str, flags) -> None:
+    """The instruction and chat builds as one packed blend (30% / 70% of the rows), and
+    the instruction build as Parquet (`mintdim-beam export`)."""
+    from mintdim_beam import BlendedUnitReader
+    from mintdim_beam.export.launch import run_export
+
+    blend = BlendedUnitReader([f"{root}/instruction_units", f"{root}/chat_units"], [0.3, 0.7],
+                              tokens_per_step=8192, pack_length=1024, seed=0,
+                              targets=[["output"], ["response"]])
+    rows = [0, 0]
+    for batch in blend:
+        for d in batch.dataset_ids.tolist():
+            rows[d] += 1
+    print(f"  a blend of instruction_units and chat_units, 30/70, packed rows of 1024: "
+          f"{len(blend)} steps, {rows[0]} + {rows[1]} rows "
+          f"({rows[0] / sum(rows):.3f} / {rows[1] / sum(rows):.3f})")
+    done = run_export(f"{root}/instruction_units", "parquet", f"{root}/instructions_parquet",
+                      pipeline_options=flags)
+    print(f"  exported {done['rows']} records of instruction_units to Parquet in "
+          f"{done['files']} file(s): {root}/instructions_parquet (datasets, TRL)")
+
+
 def tokens_by_kind(out: Path) -> dict:
     """Tokens per segment kind ("trained" / "context"), read from the shards' record
     headers with the layout of length_field.json, as a trainer's loss mask would."""
@@ -176,6 +199,7 @@ def main() -> int:
     print_dialogues(preference, "preference pairs")
     print("  a tokenizer trained on examples/data (examples/train_tokenizer.yaml):")
     print_trained(trained, rebuilt, dialogues)
+    blend_and_export(root, flags)
     return 0
 
 

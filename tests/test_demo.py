@@ -30,3 +30,8 @@ def test_the_demo_prints_round_trips_and_tokenizer_cards(tmp_path):
     assert per_token and int(per_token.group(1)) > 100 and 2.0 < float(per_token.group(2)) < 8.0
     assert re.search(r"dialogues built with it: 1163 records, \d+ tokens", out)
     assert (tmp_path / "demo_out/tokenizer/report/frequency_rank.png").exists()
+    shares = re.search(r"30/70, packed rows of 1024: \d+ steps, (\d+) \+ (\d+) rows", out)
+    assert shares and abs(int(shares.group(1)) / (int(shares.group(1)) + int(shares.group(2)))
+                          - 0.3) < 0.01
+    assert "exported 1996 records of instruction_units to Parquet" in out
+    assert list((tmp_path / "demo_out/instructions_parquet/data").glob("*.parquet"))

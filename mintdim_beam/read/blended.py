@@ -125,42 +125,70 @@ class BlendedPackReader:
         return (counts / max(1, self.samples)).tolist()
 
     def samples_at(self, items) -> BlendedPackBatch:
-        """The blend epoch's items `items` (global sample numbers of the epoch)."""
+        """The blend epoch's items `items` (global sample numbers of the epoch): each
+        build's samples gathered in one call, the rows then put in the blend's order."""
         items = np.asarray(items, dtype=np.int64).reshape(-1)
         source, epochs, taken = self._blend.locate(items, self.epoch)
-        width = self.seq_len + 1
-        tokens = np.empty((len(items), width), dtype=np.int64)
-        sample_ids = np.empty(len(items), dtype=np.int64)
-        counts = np.empty(len(items), dtype=np.int64)
-        sizes_by_row: list = [None] * len(items)
+        n, width = len(items), self.seq_len + 1
+        tokens = np.empty((n, width), dtype=self.sources[0].build.dtype)  # widened once, below
+        sample_ids = np.empty(n, dtype=np.int64)
+        counts = np.empty(n, dtype=np.int64)
+        first_piece = np.empty(n, dtype=np.int64)  # each row's first piece in `pieces`
+        pieces, at = [], 0
         for d, e in sorted(set(zip(source.tolist(), epochs.tolist()))):
             rows = np.flatnonzero((source == d) & (epochs == e))
             reader = self.sources[d]
             reader.set_epoch(int(e))
             ids = np.asarray(reader.sample_order()[taken[rows]], dtype=np.int64)
-            got, (piece_counts, piece_sizes) = reader.samples_at(ids)
+            got, (piece_counts, piece_sizes) = reader.samples_at(ids, raw=True)
             tokens[rows], sample_ids[rows], counts[rows] = got, ids, piece_counts
-            ends = np.cumsum(piece_counts)
-            for r, lo, hi in zip(rows.tolist(), (ends - piece_counts).tolist(), ends.tolist()):
-                sizes_by_row[r] = piece_sizes[lo:hi]
-        sizes = np.concatenate(sizes_by_row) if len(items) else np.zeros(0, np.int64)
-        return BlendedPackBatch(tokens, sample_ids, 0, self.epoch, (counts, sizes), self.labels,
-                                dataset_ids=source, source_epochs=epochs)
+            first_piece[rows] = at + np.cumsum(piece_counts) - piece_counts
+            pieces.append(piece_sizes)
+            at += len(piece_sizes)
+        flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        starts = np.cumsum(counts) - counts
+        take = np.repeat(first_piece - starts, counts) + np.arange(int(counts.sum()))
+        return BlendedPackBatch(tokens.astype(np.int64), sample_ids, 0, self.epoch,
+                                (counts, flat[take]), self.labels, dataset_ids=source,
+                                source_epochs=epochs)
 
     def batch_at(self, step: int) -> BlendedPackBatch:
         step = checks.argument("step", step, 0, self.steps - 1,
                                ("a step of the epoch", "một bước của epoch"))
-        at = step * self.global_batch + self.rank * self.batch_size
-        batch = self.samples_at(np.arange(at, at + self.batch_size))
-        batch.step = step
-        return batch
+        return self._steps(step, 1)[0]
+
+    def _steps(self, k: int, count: int) -> list:
+        """This rank's batches of steps k .. k + count - 1, their samples read together
+        (one gather per build for all of them)."""
+        firsts = np.arange(k, k + count) * self.global_batch + self.rank * self.batch_size
+        made = self.samples_at((firsts[:, None] + np.arange(self.batch_size)).reshape(-1))
+        counts, sizes = made._pieces
+        ends = np.cumsum(counts)
+        out = []
+        for i in range(count):
+            rows = slice(i * self.batch_size, (i + 1) * self.batch_size)
+            lo = int(ends[rows.start - 1]) if rows.start else 0
+            hi = int(ends[rows.stop - 1])
+            out.append(BlendedPackBatch(made.tokens[rows], made.sample_ids[rows], k + i,
+                                        self.epoch, (counts[rows], sizes[lo:hi]), self.labels,
+                                        dataset_ids=made.dataset_ids[rows],
+                                        source_epochs=made.source_epochs[rows]))
+        return out
 
     def __len__(self) -> int:
         return self.steps
 
     def __iter__(self):
+        from mintdim_beam.read.reader import PACK_AHEAD_STEPS, PACK_AHEAD_TOKENS
+
+        ahead: list = []  # the next few steps, read together
         while self.position < self.steps * self.global_batch:
-            batch = self.batch_at(self.position // self.global_batch)
+            k = self.position // self.global_batch
+            if not ahead or ahead[0].step != k:
+                per = self.batch_size * (self.seq_len + 1)
+                count = min(PACK_AHEAD_STEPS, max(1, PACK_AHEAD_TOKENS // per), self.steps - k)
+                ahead = self._steps(k, count)
+            batch = ahead.pop(0)
             self.position += self.global_batch
             yield batch
 

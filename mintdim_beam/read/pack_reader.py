@@ -208,18 +208,19 @@ class PackReader:
         """The epoch's samples (their index in the stream) in reading order."""
         return self._plan()[2]
 
-    def samples_at(self, sample_ids) -> tuple[np.ndarray, tuple]:
+    def samples_at(self, sample_ids, raw: bool = False) -> tuple[np.ndarray, tuple]:
         """The tokens [len(sample_ids), seq_len + 1] of the epoch's stream samples
-        `sample_ids`, and their document pieces (each sample's count, each piece's
-        size) from which a PackBatch makes document_ids and position_ids."""
+        `sample_ids` (int64; `raw`: the build's dtype), and their document pieces (each
+        sample's count, each piece's size) from which a PackBatch makes document_ids
+        and position_ids."""
         sample_ids = np.asarray(sample_ids, dtype=np.int64).reshape(-1)
         if len(sample_ids) and (sample_ids.min() < 0 or sample_ids.max() >= self.samples):
             raise ReaderArgumentError(
                 argument="sample_ids", value=checks.shown(sample_ids.tolist()),
                 allowed=f"ints in 0..{self.samples - 1}, the epoch's samples")
-        return self._samples_at(sample_ids)
+        return self._samples_at(sample_ids, raw)
 
-    def _samples_at(self, sample_ids: np.ndarray) -> tuple[np.ndarray, tuple]:
+    def _samples_at(self, sample_ids: np.ndarray, raw: bool = False) -> tuple[np.ndarray, tuple]:
         address, starts, _, holder = self._plan()
         rows, width = len(sample_ids), self.seq_len + 1
         lo = sample_ids * self.seq_len  # each sample's first token in the stream
@@ -241,7 +242,7 @@ class PackReader:
             shift += np.repeat(lo - self._range(rows) * width, counts)  # sample r at r * width
             index = np.repeat(shift, sizes)
             index += self._range(rows * width)
-        tokens = self.build.gather(start, sizes, index)
+        tokens = self.build.gather(start, sizes, index, raw)
         return tokens.reshape(rows, width), (counts, sizes)
 
     def _range(self, n: int) -> np.ndarray:

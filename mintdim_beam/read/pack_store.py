@@ -189,20 +189,23 @@ class PackStore:
             self._maps[shard] = mm
         return mm
 
-    def gather(self, starts: np.ndarray, sizes: np.ndarray, index: np.ndarray) -> np.ndarray:
+    def gather(self, starts: np.ndarray, sizes: np.ndarray, index: np.ndarray,
+               raw: bool = False) -> np.ndarray:
         """Pieces of the address space, piece j `sizes[j]` tokens from token `starts[j]`,
-        one after another as one int64 array. `index` is each output token's address
-        (what a local gather needs); a URL uses `starts` and `sizes` only."""
+        one after another as one int64 array (`raw`: the build's own dtype, for a caller
+        that moves them before widening them once). `index` is each output token's
+        address (what a local gather needs); a URL uses `starts` and `sizes` only."""
+        wide = (lambda a: a) if raw else (lambda a: a.astype(np.int64))
         if not len(starts):
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=self.dtype if raw else np.int64)
         if self.is_url:
-            return self._fetch(starts, sizes)
+            return wide(self._fetch(starts, sizes))
         if len(self.names) == 1:
-            return self._take(self._map(0), index, starts).astype(np.int64)
+            return wide(self._take(self._map(0), index, starts))
         shard = np.searchsorted(self.token_starts, starts, side="right") - 1
         if (shard == shard[0]).all():
             k, at = int(shard[0]), self.token_starts[shard[0]]
-            return self._take(self._map(k), index - at, starts - at).astype(np.int64)
+            return wide(self._take(self._map(k), index - at, starts - at))
         # several shards: the pieces sorted by shard (however many shards, two index
         # arrays more), each shard's tokens gathered at once and written to their places
         by = np.argsort(shard, kind="stable")
@@ -221,7 +224,7 @@ class PackStore:
             t0, t1 = int(ends[lo] - sizes_by[lo]), int(ends[hi - 1])
             first = starts[by[lo:hi]] - self.token_starts[k]
             out[place[t0:t1]] = self._take(self._map(k), source[t0:t1], first)
-        return out.astype(np.int64)
+        return wide(out)
 
     def _range(self, n: int) -> np.ndarray:
         """`np.arange(n)`, a view of one kept for the longest n asked."""
@@ -245,7 +248,7 @@ class PackStore:
         paths = [self._path(k, ".bin") for k in shard.tolist()]
         blobs = _ranges(storage.filesystem(self.root), paths, first.tolist(),
                         (first + sizes * item).tolist())
-        return np.frombuffer(b"".join(blobs), dtype=self.dtype).astype(np.int64)
+        return np.frombuffer(b"".join(blobs), dtype=self.dtype)
 
 
 def _check_pointers(path: str, lengths: np.ndarray, pointers: np.ndarray, item: int,
