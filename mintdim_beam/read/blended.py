@@ -126,11 +126,12 @@ class BlendedPackReader:
 
     def samples_at(self, items) -> BlendedPackBatch:
         """The blend epoch's items `items` (global sample numbers of the epoch): each
-        build's samples gathered in one call, the rows then put in the blend's order."""
+        build's samples gathered in one call in its own dtype, then put in the blend's
+        order and widened in one pass."""
         items = np.asarray(items, dtype=np.int64).reshape(-1)
         source, epochs, taken = self._blend.locate(items, self.epoch)
         n, width = len(items), self.seq_len + 1
-        tokens = np.empty((n, width), dtype=self.sources[0].build.dtype)  # widened once, below
+        tokens = np.empty((n, width), dtype=np.int64)  # each build's rows widened as placed
         sample_ids = np.empty(n, dtype=np.int64)
         counts = np.empty(n, dtype=np.int64)
         first_piece = np.empty(n, dtype=np.int64)  # each row's first piece in `pieces`
@@ -148,9 +149,8 @@ class BlendedPackReader:
         flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
         starts = np.cumsum(counts) - counts
         take = np.repeat(first_piece - starts, counts) + np.arange(int(counts.sum()))
-        return BlendedPackBatch(tokens.astype(np.int64), sample_ids, 0, self.epoch,
-                                (counts, flat[take]), self.labels, dataset_ids=source,
-                                source_epochs=epochs)
+        return BlendedPackBatch(tokens, sample_ids, 0, self.epoch, (counts, flat[take]),
+                                self.labels, dataset_ids=source, source_epochs=epochs)
 
     def batch_at(self, step: int) -> BlendedPackBatch:
         step = checks.argument("step", step, 0, self.steps - 1,
