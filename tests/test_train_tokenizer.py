@@ -259,17 +259,22 @@ CONFIG_ERRORS = {
 
 
 @pytest.mark.parametrize("case", sorted(CONFIG_ERRORS))
-def test_each_error_exits_2_in_both_languages_with_nothing_written(case, corpus, tmp_path):
+def test_each_error_exits_2_in_both_languages_with_nothing_written(case, corpus, tmp_path,
+                                                                   capsys):
+    """The command's own `main` in this process (one case through the installed command
+    below: the same code, without a Beam import per case)."""
+    from mintdim_beam.cli import main
+
     trainer, name, said = CONFIG_ERRORS[case]
     config = {"source": {"type": "jsonl", "files": [str(corpus / "a.jsonl")],
                          "fields": [["question", "answer"]],
                          "templates": ["{question}\n{answer}"]},
               "trainer": {"type": "bpe", **trainer}, "output": {"dir": str(tmp_path / "out")}}
     (tmp_path / "train.json").write_text(json.dumps(config))
-    done = cli(tmp_path, "train", tmp_path / "train.json")
-    assert done.returncode == 2, done.stderr
-    assert f"[english] {name}" in done.stderr and f"[vietnam] {name}" in done.stderr
-    assert said in done.stderr
+    assert main(["train", str(tmp_path / "train.json"), "--runner=FnApiRunner"]) == 2
+    err = capsys.readouterr().err
+    assert f"[english] {name}" in err and f"[vietnam] {name}" in err
+    assert said in err
     assert not (tmp_path / "out").exists()
 
 

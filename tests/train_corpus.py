@@ -1,4 +1,4 @@
-"""Real text for the tokenizer-training tests, about 4 MB: English prose (botchan.txt,
+"""Real text for the tokenizer-training tests, about 2.6 MB: English prose (botchan.txt,
 shipped in sentencepiece's sdist, which `make setup` unpacks for sp_ids), code (the
 Python sources apache-beam ships), multilingual rows (CPython's CJK test texts and the
 project's generated Vietnamese / Chinese / Japanese / Korean / mixed rows)."""
@@ -33,7 +33,7 @@ def rows() -> tuple[str, ...]:
             if block.strip():
                 out.append(block)
                 code += len(block)
-        if code > 2_500_000:
+        if code > 1_500_000:
             break
     cjk = Path(sysconfig.get_paths()["stdlib"]) / "test" / "cjkencodings"
     for path in sorted(cjk.glob("*-utf8.txt")):
