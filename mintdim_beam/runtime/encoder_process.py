@@ -38,6 +38,7 @@ from mintdim_beam.core.files.storage import is_url
 from mintdim_beam.core.inputs.source import DEFAULT_MAX_LINE_BYTES
 from mintdim_beam.core.tokenizer.encode_batch import share_entries
 from mintdim_beam.core.tokenizer.fast_bpe import ENGINE_TIKTOKEN, ENGINE_TOKENIZERS
+from mintdim_beam.core.tokenizer.native_bpe import ENGINE_NATIVE
 from mintdim_beam.core.tokenizer.tokenizers import read_tokenizer_file, tiktoken_definition
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -420,8 +421,9 @@ def serve(requests, replies, threads: int, waiting=None) -> None:
 def preload_tokenizers(tokenizer_files: dict, fast_keys: frozenset = frozenset()) -> dict:
     """{key: (file bytes, tokenizer)} of the files that load (a failure is met again,
     and reported, when the plans name the file); for the keys in `fast_keys` (a dataset
-    may use the fast engine: `fast_engine_keys`) the Hugging Face tokenizer's fast
-    engine is built too, where it can be (the plans decide whether it is used). The
+    may use a faster engine: `fast_engine_keys`) the Hugging Face tokenizer's native
+    engine is built too, or where it cannot be, tiktoken's (the plans decide which is
+    used). The
     plans bring the file as read after planning: a preloaded tokenizer serves only when
     its bytes are those (the file was not rewritten in between)."""
     from mintdim_beam.core.tokenizer.tokenizers import tokenizer_from_bytes
@@ -434,10 +436,12 @@ def preload_tokenizers(tokenizer_files: dict, fast_keys: frozenset = frozenset()
             continue
         loaded[key] = (data, tokenizer)
         if key in fast_keys and getattr(tokenizer, "engine", None) == ENGINE_TOKENIZERS:
-            try:
-                tokenizer.with_engine(ENGINE_TIKTOKEN)  # builds and keeps it
-            except Exception:  # noqa: BLE001, S110 - not exact here: the plans say so
-                pass
+            for engine in (ENGINE_NATIVE, ENGINE_TIKTOKEN):  # `engine_choice`'s order
+                try:
+                    if tokenizer.with_engine(engine).engine == engine:  # built and kept
+                        break
+                except Exception:  # noqa: BLE001, S110 - not exact here: the plans say so
+                    pass
     return loaded
 
 

@@ -40,7 +40,7 @@ BAD_ROW_POLICIES = BAD_ROW_CHOICES  # `bad_rows`
 SOURCE_KINDS = ("jsonl", "chat", "preference")
 CHAT_FORMATS = ("messages", "sharegpt")
 EXTRA_TURN_POLICIES = ("split", "abort", "skip")
-ENGINES = ("auto", "tiktoken", "tokenizers")
+ENGINES = ("auto", "native", "tiktoken", "tokenizers")
 LITERAL_SPECIALS = ("text", "ids")
 # Names people write for a kind we call otherwise: the suggestion difflib cannot find.
 ALIASES = {"huggingface": "hf_json", "hugging_face": "hf_json", "hf": "hf_json",

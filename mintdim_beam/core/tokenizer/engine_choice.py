@@ -1,11 +1,14 @@
 """Which engine encodes a build's text, decided once on the launcher before any output.
 
-`tokenizer.engine: auto` (the default) takes the fast engine (`fast_bpe`) where the
-tokenizer's structure allows it and it gives the ids of `tokenizers` on probe texts and
-on a sample of the build's own segments (the strings of the first rows of every input
-file); else `tokenizers`, with the reason. `tiktoken` asks for the fast engine and makes
-its absence a config error; `tokenizers` keeps it off. Workers take the decision from
-the plan, never decide again, so every runner encodes with the same engine.
+`tokenizer.engine: auto` (the default) takes the first of the native engine
+(`native_bpe`: `tokenizers`' own BPE, natively) and tiktoken's BPE (`fast_bpe`, where it
+is proven equal) that the tokenizer's structure allows and that gives the ids of
+`tokenizers` on probe texts and on a sample of the build's own segments (the strings of
+the first rows of every input file); else `tokenizers`, with the reasons. `native` or
+`tiktoken` asks for that engine and makes its absence a config error; `tokenizers`
+keeps both off. Workers take the decision from the plan, never decide again; a worker
+without the native module encodes with `tokenizers` (the same ids) and says so in the
+range's record (`engines_used` in the manifest).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from mintdim_beam.core.errors import MintDimError, TokenizerValidationError
 from mintdim_beam.core.files import storage
 from mintdim_beam.core.inputs import compression
 from mintdim_beam.core.tokenizer.fast_bpe import ENGINE_TIKTOKEN, ENGINE_TOKENIZERS
+from mintdim_beam.core.tokenizer.native_bpe import ENGINE_NATIVE
 
 ENGINE_SENTENCEPIECE = "sentencepiece"
 SAMPLE_BYTES = 1 << 18  # per input file
@@ -116,23 +120,30 @@ def _first_difference(tokenizer, fast, texts: list[str]) -> str | None:
 
 def choose_engine(tokenizer, wanted: str, paths: list[str], shown: str) -> tuple[str, str]:
     """(engine, why) for `tokenizer` (an adapter of `tokenizers.py`); `paths`: the
-    build's input files, sampled only when the engine could take the tokenizer."""
+    build's input files, sampled only when an engine could take the tokenizer."""
     if tokenizer.kind == "sentencepiece":
         return ENGINE_SENTENCEPIECE, ("SentencePiece encodes SentencePiece models; "
                                       + tokenizer.native_path())
     if wanted == ENGINE_TOKENIZERS:
         return ENGINE_TOKENIZERS, "tokenizer.engine: tokenizers"
-    fast, reason = tokenizer.fast_view()
-    samples = sample_segments(paths) if fast is not None else []
-    if fast is not None and samples:
-        difference = _first_difference(tokenizer, fast, samples)
-        if difference:
-            fast, reason = None, f"the build's own text: {difference}"
-    if fast is None:
-        if wanted == ENGINE_TIKTOKEN:
+    samples, reasons = None, []
+    for engine in (ENGINE_NATIVE, ENGINE_TIKTOKEN) if wanted == "auto" else (wanted,):
+        view, reason = tokenizer.view(engine)
+        if view is not None:
+            samples = sample_segments(paths) if samples is None else samples
+            difference = _first_difference(tokenizer, view, samples) if samples else None
+            if difference is None:
+                return engine, _WHY[engine].format(samples=len(samples))
+            reason = f"the build's own text: {difference}"
+        if engine == wanted:
             raise TokenizerValidationError(
                 component="engine",
-                problem=f"tokenizer.engine tiktoken is not exact for {shown}: {reason}")
-        return ENGINE_TOKENIZERS, reason
-    return ENGINE_TIKTOKEN, (f"byte-level BPE: the same ids as tokenizers on probe texts "
-                             f"and {len(samples):,} sampled segments")
+                problem=f"tokenizer.engine {engine} is not exact for {shown}: {reason}")
+        reasons.append(f"{engine}: {reason}")
+    return ENGINE_TOKENIZERS, "; ".join(reasons)
+
+
+_WHY = {ENGINE_NATIVE: ("tokenizers' BPE natively (bpe_ids): the same ids as tokenizers on "
+                        "probe texts and {samples:,} sampled segments"),
+        ENGINE_TIKTOKEN: ("byte-level BPE: the same ids as tokenizers on probe texts "
+                          "and {samples:,} sampled segments")}

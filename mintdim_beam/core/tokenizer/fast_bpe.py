@@ -21,7 +21,7 @@ import numpy as np
 
 ENGINE_TIKTOKEN = "tiktoken"
 ENGINE_TOKENIZERS = "tokenizers"
-ENGINES = ("auto", ENGINE_TIKTOKEN, ENGINE_TOKENIZERS)
+ENGINES = ("auto", "native", ENGINE_TIKTOKEN, ENGINE_TOKENIZERS)
 
 # GPT-2's pre-tokenizer: `ByteLevel(use_regex=true)` in tokenizers.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 from dataclasses import dataclass
+
+import numpy as np
 
 from mintdim_beam.core.errors import (MintDimFileNotFoundError, TokenizerSpecialTokenError,
                                       TokenizerValidationError)
 from mintdim_beam.core.files import storage
-from mintdim_beam.core.tokenizer import fast_bpe, sp_native, tiktoken_files
+from mintdim_beam.core.tokenizer import fast_bpe, native_bpe, sp_native, tiktoken_files
 
 KINDS = ("sentencepiece", "hf_json", "tiktoken")
 
@@ -83,6 +86,9 @@ class SentencePieceTokenizer:
 
     # SentencePiece never reads special tokens out of text: plain text is any text.
     encode_plain_many = encode_many
+
+    def encode_plain_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return flat_ids(self.encode_many(texts))
 
     def _inner(self):
         """The model with `add_dummy_prefix` off: text that continues a record after a
@@ -191,7 +197,9 @@ def sp_model_facts(data: bytes) -> SentencePieceModel:
 
 class HuggingFaceTokenizer:
     kind = "hf_json"
-    engine = fast_bpe.ENGINE_TOKENIZERS  # `with_engine` gives a view on the fast engine
+    engine = fast_bpe.ENGINE_TOKENIZERS  # `with_engine` gives a view on another engine
+    # The engines that encode in place of `tokenizers` where they are exact.
+    ENGINES = (native_bpe.ENGINE_NATIVE, fast_bpe.ENGINE_TIKTOKEN)
 
     def __init__(self, data: bytes, display_path: str, spec: dict | None = None):
         from tokenizers import Tokenizer
@@ -199,7 +207,8 @@ class HuggingFaceTokenizer:
         text = data.decode("utf-8") if spec is None else json.dumps(spec)
         self._tk = Tokenizer.from_str(text)
         spec = json.loads(text) if spec is None else spec
-        self._fast = None  # (FastBPE or None, why), built on first use
+        self._data = data if data else None  # the file as read (the native engine parses it)
+        self._engines: dict = {}  # engine name -> (engine or None, why), built on first use
         self.spec = spec
         self.symbols = None  # added tokens: the tokenizer itself reads them out of text
         self.vocab_size = int(self._tk.get_vocab_size())
@@ -218,15 +227,33 @@ class HuggingFaceTokenizer:
         self._tk.no_truncation()
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
-        if self.engine == fast_bpe.ENGINE_TIKTOKEN:
-            return self._fast_many(texts, plain=False)
+        if self.engine in self.ENGINES:
+            return self._engine_many(texts, plain=False)
         return self._hf_many(texts)
 
     def encode_plain_many(self, texts: list[str]) -> list[list[int]]:
         """Special-token strings in `texts` (user content) as plain text, never as ids."""
-        if self.engine == fast_bpe.ENGINE_TIKTOKEN:
-            return self._fast_many(texts, plain=True)
+        if self.engine in self.ENGINES:
+            return self._engine_many(texts, plain=True)
         return self._hf_plain_many(texts)
+
+    def encode_plain_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`encode_plain_many` as (every text's ids back to back, each text's count): the
+        native engine's own arrays, never a Python int per token."""
+        if self.engine == native_bpe.ENGINE_NATIVE:
+            ids, counts, left = self._engines[self.engine][0].encode_flat(texts, plain=True)
+            if not left:
+                return ids, counts
+            # The texts it left have no ids in `ids`: theirs go in at their places.
+            slow = self._hf_plain_many([texts[i] for i in left])
+            starts = np.concatenate([[0], np.cumsum(counts)])
+            counts, pieces, after = counts.copy(), [], 0
+            for i, got in zip(left, slow):
+                pieces += [ids[starts[after]:starts[i]], np.asarray(got, dtype=np.uint32)]
+                counts[i], after = len(got), i + 1
+            pieces.append(ids[starts[after]:])
+            return np.concatenate(pieces), counts
+        return flat_ids(self.encode_plain_many(texts))
 
     def _hf_many(self, texts: list[str]) -> list[list[int]]:
         return [enc.ids for enc in self._tk.encode_batch(texts, add_special_tokens=False)]
@@ -238,50 +265,76 @@ class HuggingFaceTokenizer:
         finally:
             self._tk.encode_special_tokens = False
 
-    def _fast_many(self, texts: list[str], plain: bool) -> list[list[int]]:
-        """The fast engine's ids; the texts it leaves (added-token text, bytes its regex
-        would drop) are encoded by `tokenizers`."""
-        out, left = self._fast[0].encode_many(texts, plain)
+    def _engine_many(self, texts: list[str], plain: bool) -> list[list[int]]:
+        """The engine's ids; the texts it leaves (added-token text, bytes its regex
+        would drop, a lone surrogate) are encoded by `tokenizers`."""
+        out, left = self._engines[self.engine][0].encode_many(texts, plain)
         if left:
             slow = (self._hf_plain_many if plain else self._hf_many)([texts[i] for i in left])
             for i, ids in zip(left, slow):
                 out[i] = ids
         return out
 
-    def fast_view(self):
-        """(a view of this tokenizer encoding with the fast engine, why) where its
-        structure allows the engine and it gives this tokenizer's ids on probe texts;
-        else (None, why not)."""
-        if self._fast is None:
-            engine, why = self._build_fast()
-            self._fast = (engine, why)
-            if engine is not None:
-                view = self.with_engine(fast_bpe.ENGINE_TIKTOKEN)
+    def view(self, engine: str):
+        """(a view of this tokenizer encoding with `engine`, why) where its structure
+        allows the engine and it gives this tokenizer's ids on probe texts; else (None,
+        why not)."""
+        if engine not in self._engines:
+            built, why = self._build(engine)
+            self._engines[engine] = (built, why)
+            if built is not None:
                 probes = list(fast_bpe.PROBES) + self.special_tokens()[:8]
-                for plain in (False, True):
-                    slow = self._hf_plain_many(probes) if plain else self._hf_many(probes)
-                    fast = view._fast_many(probes, plain)
-                    wrong = [p for p, a, b in zip(probes, slow, fast) if a != b]
-                    if wrong:
-                        self._fast = (None, f"differs from tokenizers on the probe {wrong[0]!r}")
-                        break
-        if self._fast[0] is None:
-            return None, self._fast[1]
-        return self.with_engine(fast_bpe.ENGINE_TIKTOKEN), self._fast[1]
+                wrong = self._differs(engine, probes)
+                if wrong is not None:
+                    self._engines[engine] = (None, f"differs from tokenizers on the probe {wrong!r}")
+        found, why = self._engines[engine]
+        if found is None:
+            return None, why
+        return self.with_engine(engine), why
 
-    def _build_fast(self):
+    def _differs(self, engine: str, texts: list[str]) -> str | None:
+        """The first text `engine` encodes otherwise than `tokenizers`, as content or as
+        template text, or None."""
+        view = copy.copy(self)
+        view.engine = engine
+        for plain in (False, True):
+            slow = self._hf_plain_many(texts) if plain else self._hf_many(texts)
+            fast = view._engine_many(texts, plain)
+            for text, a, b in zip(texts, slow, fast):
+                if a != b:
+                    return text
+        return None
+
+    def fast_view(self):
+        """`view` on tiktoken's BPE (`fast_bpe`)."""
+        return self.view(fast_bpe.ENGINE_TIKTOKEN)
+
+    def native_view(self):
+        """`view` on the native engine (`native_bpe`)."""
+        return self.view(native_bpe.ENGINE_NATIVE)
+
+    def _build(self, engine: str):
+        if engine == native_bpe.ENGINE_NATIVE:
+            data = self._data if self._data is not None else json.dumps(self.spec).encode()
+            return native_bpe.native_engine(data, self.spec, self._tk)
         return fast_bpe.fast_engine(self.spec, self._tk.token_to_id, self._tk.model)
 
     def with_engine(self, engine: str):
-        """This tokenizer encoding with `engine` (a plan's decision, `engine_choice`)."""
-        if engine == self.engine or engine not in (fast_bpe.ENGINE_TIKTOKEN,
-                                                    fast_bpe.ENGINE_TOKENIZERS):
+        """This tokenizer encoding with `engine` (a plan's decision, `engine_choice`).
+        Where the native engine cannot be had here (a worker without the module, or
+        with another `tokenizers`), the view encodes with `tokenizers`, the same ids;
+        its `engine` says which it is."""
+        if engine == self.engine or engine not in self.ENGINES + (fast_bpe.ENGINE_TOKENIZERS,):
             return self
-        if engine == fast_bpe.ENGINE_TIKTOKEN and self._fast is None:
-            self._fast = self._build_fast()
-        if engine == fast_bpe.ENGINE_TIKTOKEN and self._fast[0] is None:
-            raise TokenizerValidationError(
-                component="engine", problem=f"the fast engine is not exact here: {self._fast[1]}")
+        if engine in self.ENGINES and engine not in self._engines:
+            self._engines[engine] = self._build(engine)
+        if engine in self.ENGINES and self._engines[engine][0] is None:
+            if engine == native_bpe.ENGINE_NATIVE:
+                engine = fast_bpe.ENGINE_TOKENIZERS
+            else:
+                raise TokenizerValidationError(
+                    component="engine",
+                    problem=f"the {engine} engine is not exact here: {self._engines[engine][1]}")
         view = copy.copy(self)
         view.engine = engine
         return view
@@ -331,10 +384,19 @@ class TiktokenTokenizer(HuggingFaceTokenizer):
         self._ranks, self._pattern = ranks, pattern
         super().__init__(b"", display_path, tiktoken_files.tokenizer_json(ranks, pattern, specials))
 
-    def _build_fast(self):
+    def _build(self, engine: str):
         """The ranks are tiktoken's own: no merges to check."""
-        return fast_bpe.engine_from_ranks(self._ranks, self._pattern, None, self.spec, (),
-                                          self._tk.token_to_id)
+        if engine == fast_bpe.ENGINE_TIKTOKEN:
+            return fast_bpe.engine_from_ranks(self._ranks, self._pattern, None, self.spec, (),
+                                              self._tk.token_to_id)
+        return super()._build(engine)
+
+
+def flat_ids(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Lists of ids as (their ids back to back, each one's count)."""
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    ids = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
+    return ids, counts
 
 
 def describe_file(data: bytes) -> str:
