@@ -133,7 +133,8 @@ def choose_engine(tokenizer, wanted: str, paths: list[str], shown: str) -> tuple
             samples = sample_segments(paths) if samples is None else samples
             difference = _first_difference(tokenizer, view, samples) if samples else None
             if difference is None:
-                return engine, _WHY[engine].format(samples=len(samples))
+                passed = f" (not {'; '.join(reasons)})" if reasons else ""
+                return engine, _WHY[engine].format(samples=len(samples)) + passed
             reason = f"the build's own text: {difference}"
         if engine == wanted:
             raise TokenizerValidationError(
