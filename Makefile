@@ -92,7 +92,7 @@ $(PRISM): $(STAMP)
 	GOBIN=$(TOOLS) GOFLAGS=-buildvcs=false go install \
 	    github.com/apache/beam/sdks/v2/go/cmd/prism@v$$($(PY) -c "import apache_beam; print(apache_beam.__version__)")
 
-test-cluster: $(STAMP) $(PRISM)
+test-cluster: $(STAMP) $(NATIVE) $(PRISM)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PRISM=$(PRISM) $(PY) -m pytest tests_cluster -q -p no:cacheprovider
 
 clean:

@@ -6,6 +6,13 @@ setup(
     description="MintDim unit-build as an Apache Beam pipeline: JSONL -> exact tokens -> fixed-width unit shards",
     python_requires=">=3.10",
     packages=find_packages(include=["mintdim_beam", "mintdim_beam.*", "pipelines", "pipelines.*"]),
+    # The native modules `make setup` built, where they were (an sdist or wheel made
+    # from this tree carries them to workers, Beam's --setup_file included; one made
+    # from a clean checkout has none, and its workers encode with `tokenizers` or
+    # sentencepiece's Python API, the same ids, recorded in each manifest's
+    # `engine.used`).
+    package_data={"mintdim_beam.core.tokenizer": ["sp_ids*.so", "bpe_ids*.so"],
+                  "mintdim_beam.train_tokenizer": ["bpe_train"]},
     install_requires=[
         "apache-beam>=2.60",
         "sentencepiece==0.2.1",  # the version mintdim 0.2.1 runs with: same ids on ties

@@ -46,13 +46,14 @@ def test_helper_returns_what_encoding_in_place_returns(tokenizers_dir, kind, nam
             helper.submit(0, texts)
         assert helper.outstanding == 2
         for texts in (TEXTS, TEXTS[::-1]):  # replies come back in submission order
-            lengths, tokens, unks, lossy = helper.collect()
-            want_lengths, want_tokens, want_unks, want_lossy = local.encode(texts)
+            lengths, tokens, unks, lossy, engine = helper.collect()
+            want_lengths, want_tokens, want_unks, want_lossy, want_engine = local.encode(texts)
             np.testing.assert_array_equal(lengths, want_lengths)
             assert tokens.dtype == want_tokens.dtype
             np.testing.assert_array_equal(tokens, want_tokens)
             assert unks == want_unks and unks  # the texts do produce UNKs
             assert lossy == want_lossy
+            assert engine == want_engine and engine  # what encoded, for the manifest
         assert helper.outstanding == 0
     finally:
         helper.close()
@@ -85,7 +86,7 @@ def test_the_helper_gets_the_tokenizer_from_the_parent_not_the_path(tokenizers_d
     helper = EncoderProcess({0: plan})
     try:
         helper.submit(0, TEXTS)
-        lengths, tokens, unks, _ = helper.collect()
+        lengths, tokens, unks, _, _ = helper.collect()
         np.testing.assert_array_equal(tokens, BatchEncoder(
             plan, load_tokenizer("sentencepiece", url)).encode(TEXTS)[1])
     finally:
@@ -390,7 +391,7 @@ def test_a_head_start_answers_the_shares_the_pipeline_then_asks_for(tokenizers_d
             for texts in batches + batches[:1]:  # the last one again: encoded anew
                 helper.submit(0, texts)
             for texts in batches + batches[:1]:
-                lengths, tokens, unks, _ = helper.collect()
+                lengths, tokens, unks, _, _ = helper.collect()
                 want = local.encode(texts)
                 np.testing.assert_array_equal(lengths, want[0])
                 np.testing.assert_array_equal(tokens, want[1])

@@ -333,7 +333,7 @@ def test_unit_and_pack_builds_take_it_with_the_fast_engine(chatml_tokenizer, cor
         .run(on_overflow="truncate", on_template_unk="abort", pipeline_options=IN_MEMORY))
     assert unit["outputs"][0]["total_samples"] == 900
     manifest = json.loads((tmp_path / "units" / "manifest.json").read_text())
-    assert manifest["tokenizer_card"]["engine"]["name"] == "tiktoken"
+    assert manifest["tokenizer_card"]["engine"]["name"] == "native"
     assert cli(tmp_path, "verify", tmp_path / "units").returncode == 0
     pack = (pipeline("pack-build").source.jsonl(files=[str(corpus / "a.jsonl")],
                                                fields=[["question", "answer"]],

@@ -31,9 +31,11 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
     config = plan.config
     docs_per_file = [0] * len(config.files)
     empty_per_file = [0] * len(config.files)
+    used: dict = {}  # what encoded the documents: the planned engine, or `tokenizers`
     for part in parts:
         docs_per_file[part.file_pos] += part.docs
         empty_per_file[part.file_pos] += part.empty
+        used[part.engine] = used.get(part.engine, 0) + part.docs + part.empty
     tokens_per_file = [0] * len(config.files)
     for shard in shards:
         for file_pos, tokens in shard.tokens_per_file:
@@ -48,7 +50,8 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
         "tokenizer": {"type": config.tokenizer_kind, "file": config.tokenizer_given,
                       "config": config.config_given, "vocab_size": plan.vocab_size,
                       "id_bound": plan.id_bound,
-                      "engine": {"name": plan.engine, "why": plan.engine_why}},
+                      "engine": {"name": plan.engine, "why": plan.engine_why,
+                                 "used": dict(sorted(used.items()))}},
         "dtype": plan.dtype,
         "dtype_code": megatron.DTYPE_CODES[plan.dtype],
         "eod": {"id": plan.eod_id, "token": plan.eod_token, "source": plan.eod_source},

@@ -30,7 +30,8 @@ COUNTS, ERRORS = "counts", "errors"
 @dataclass(frozen=True)
 class RangePart:
     """A range's documents in scratch: `docs` rows of (local line, tokens) in `table`,
-    their tokens back to back in `tokens`; `empty` documents skipped."""
+    their tokens back to back in `tokens`; `empty` documents skipped; `engine` what
+    encoded them (`engine_used`)."""
 
     key: tuple
     file_pos: int
@@ -39,6 +40,7 @@ class RangePart:
     empty: int
     table: str
     token_file: str
+    engine: str = ""
 
 
 def document_ids(plan, tokenizer, texts) -> list:
@@ -145,7 +147,8 @@ class TokenizeRangeFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(ERRORS, error)
         yield beam.pvalue.TaggedOutput(COUNTS, (key, (batches.lines, batches.samples)))
         yield RangePart(key, byte_range.file_pos, len(lines), int(tokens.size), empty,
-                        table_path, token_path)
+                        table_path, token_path,
+                        getattr(self._tokenizer, "engine_used", self._tokenizer.kind))
 
     @staticmethod
     def _document(key, local_line, text, problem, renderer):

@@ -26,12 +26,14 @@ class Encoded(NamedTuple):
     payload of the whole batch; `unks` {sample index: (positions, segment indices,
     surfaces)} and `lossy` {sample index: (the lossy segments' kinds, their
     lossy_index.jsonl fields)} (`round_trip`, `format.lossy_fields`) for the samples
-    with any."""
+    with any; `engine` what encoded them ({engine: samples} for a batch merged from
+    helpers' shares), recorded in the manifest (`tokenizer_card.engine.used`)."""
 
     lengths: np.ndarray
     tokens: np.ndarray
     unks: dict
     lossy: dict
+    engine: str | dict = ""
 
 
 class BatchEncoder:
@@ -70,6 +72,11 @@ class BatchEncoder:
             for i, s in enumerate(segments)
             if s.kind == "literal" and plan.unk_id is not None
             and plan.unk_id in plan.literal_ids[i]}
+
+    @property
+    def engine(self) -> str:
+        """The engine that encodes in this process (`engine_used` of the adapter)."""
+        return getattr(self._tokenizer, "engine_used", self._tokenizer.kind)
 
     def encode(self, texts: list[list[str]]) -> Encoded:
         plan, tokenizer = self._plan, self._tokenizer
@@ -112,11 +119,13 @@ class BatchEncoder:
         tokens = np.fromiter(itertools.chain.from_iterable(pieces), count=total, dtype=self._dtype)
         unks = {}
         if plan.unk_id is None:  # a byte-level tokenizer without UNK never makes one
-            return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks))
+            return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks),
+                           self.engine)
         unk_at = np.flatnonzero(tokens == plan.unk_id)
         if len(unk_at):
             unks = self._unk_details(flat, lengths, unk_at)
-        return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks))
+        return Encoded(lengths, tokens, unks, self._lossy(flat, encoded_fields, strips, unks),
+                       self.engine)
 
     def _unk_details(self, flat, lengths, unk_at) -> dict:
         """{sample: (payload positions, segment indices, source chars)} of every UNK, in

@@ -77,6 +77,12 @@ class SentencePieceTokenizer:
         return {**self.__dict__, "_native_checked": False, "_native_engine": None,
                 "native_reason": None}
 
+    @property
+    def engine_used(self) -> str:
+        """What encodes here: the native module `sp_ids`, or sentencepiece's Python API
+        (a process where the module is missing or differs)."""
+        return sp_native.NAME if self._native() is not None else "sentencepiece"
+
     def native_path(self) -> str:
         """How this adapter turns text into ids, for the tokenizer card."""
         if self._native() is not None:
@@ -225,6 +231,12 @@ class HuggingFaceTokenizer:
         # truncation would silently change segment lengths.
         self._tk.no_padding()
         self._tk.no_truncation()
+
+    @property
+    def engine_used(self) -> str:
+        """The engine that encodes in this process (a worker without the native module
+        encodes with `tokenizers`: `with_engine`)."""
+        return self.engine
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         if self.engine in self.ENGINES:

@@ -350,7 +350,8 @@ class AssignFn(beam.DoFn):
                 "unit_distribution": dict(zip(counts[0].tolist(), counts[1].tolist())),
                 "segments_checked": len(idx) * plan.literal_ids.count(None),  # field segments
                 "lossy_segments": lossy_segments, "lossy_samples": len(lossy_rows),
-                "lossy_kinds": dict(lossy_kinds)}))
+                "lossy_kinds": dict(lossy_kinds),
+                "engines": batch.get("engines") or {}}))
 
 
 class UnitOffsets(beam.PTransform):

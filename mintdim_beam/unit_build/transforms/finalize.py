@@ -26,6 +26,12 @@ _EMPTY_STATS = {"total_samples": 0, "total_tokens": 0, "samples_with_unk": 0,
                 "unk_tokens": 0, "unit_distribution": {}}
 
 
+def engines_used(card: dict, used: dict) -> dict:
+    """The card with `engine.used`: {what encoded: samples} (`engine_used` of the
+    workers' adapters: native, tiktoken, tokenizers, sp_ids or sentencepiece)."""
+    return {**card, "engine": {**card["engine"], "used": dict(sorted(used.items()))}}
+
+
 def first_lossy(plan, part_path: str) -> dict:
     """The payload of a `SampleRoundTripError` for the first lossy sample (the first
     row of the first part: parts are in sample order)."""
@@ -104,7 +110,9 @@ class FinalizeFn(beam.DoFn):
             ours["special_tokens"] = plan.facts.manifest_block()
         ours["token_ids"] = {"bound": plan.id_bound}  # every id is below it
         ours["round_trip"] = fmt.round_trip_doc(summary, plan)
-        ours["tokenizer_card"] = plan.card
+        # What encoded the samples: the planned engine, or where a worker could not have
+        # it (no native module there), `tokenizers`, the same ids.
+        ours["tokenizer_card"] = engines_used(plan.card, summary.get("engines") or {})
         ours["checksums"] = checksums.manifest_block(sums)  # every file above, as written
         manifest = fmt.manifest_doc(plan, sizes, ours)
         storage.write_text_atomic(storage.join(out, fmt.MANIFEST), manifest, out)

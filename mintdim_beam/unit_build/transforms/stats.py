@@ -7,7 +7,7 @@ import apache_beam as beam
 
 _SCALARS = ("total_samples", "total_tokens", "samples_with_unk", "unk_tokens",
             "segments_checked", "lossy_segments", "lossy_samples")
-_COUNTERS = ("unit_distribution", "lossy_kinds")
+_COUNTERS = ("unit_distribution", "lossy_kinds", "engines")  # engines: samples each encoded
 
 
 class StatsCombineFn(beam.CombineFn):

@@ -32,11 +32,12 @@ from mintdim_beam.runtime.warm_helpers import adopt_warm
 
 
 def _tokenized(chunk_key, batch, encoded):
-    lengths, tokens, unks, lossy = encoded
+    lengths, tokens, unks, lossy, engine = encoded
     tally(tokenized=len(lengths), tokens=int(lengths.sum()))
     out = {"samples": batch["samples"], "lines": batch["lines"],
            "digests": batch["digests"], "empty": batch["empty"],
-           "lengths": lengths, "tokens": tokens, "unks": unks, "lossy": lossy}
+           "lengths": lengths, "tokens": tokens, "unks": unks, "lossy": lossy,
+           "engines": engine if isinstance(engine, dict) else {engine: len(lengths)}}
     if "parts" in batch:  # the records of a dialogue split by on_extra_turns="split"
         out["parts"] = batch["parts"]
     return chunk_key, out
@@ -161,8 +162,14 @@ def merge_shares(shares: list, parts: list[int]) -> Encoded:
         return {start + i: details for share, start in zip(shares, parts)
                 for i, details in share[field].items()}
 
+    engines: dict = {}
+    for share in shares:
+        for engine, samples in (share.engine if isinstance(share.engine, dict)
+                                else {share.engine: len(share.lengths)}).items():
+            engines[engine] = engines.get(engine, 0) + samples
     return Encoded(np.concatenate([share[0] for share in shares]),
-                   np.concatenate([share[1] for share in shares]), by_sample(2), by_sample(3))
+                   np.concatenate([share[1] for share in shares]), by_sample(2), by_sample(3),
+                   engines)
 
 
 class Tokenize(beam.PTransform):
