@@ -52,8 +52,10 @@ def bound(corpus, tokenizer):
     tk.no_padding()
     tk.no_truncation()
     tk.encode_special_tokens = True
+    # The bare floor: `encode_batch_fast` (tokenizers >= 0.21) skips the offsets.
+    encode = getattr(tk, "encode_batch_fast", tk.encode_batch)
 
-    documents, tokens = encode_jsonl(corpus, render, tk.encode_batch, BATCH)
+    documents, tokens = encode_jsonl(corpus, render, encode, BATCH)
     # One EOD after each document, as both outputs hold.
     return {"documents": documents, "text_tokens": tokens, "tokens": tokens + documents}
 
@@ -74,11 +76,12 @@ def ours(config, *flags):
     return json.loads(printed.getvalue())
 
 
-def datatrove(text_dir, tokenizer, out, tasks, shuffle_documents="true"):
+def datatrove(text_dir, tokenizer, out, tasks, shuffle_documents="true", eod=EOD):
     """datatrove's tokenization as its docs show it: DocumentTokenizer over `tasks`
     tasks (its defaults but the seed: shuffle_documents=True, batch_size=10000, no
     local_working_dir), then DocumentTokenizerMerger (shuffle=True, its default) into
-    one output. Its logs and progress bars go to OUT/datatrove.log (fd 1 and 2 of this
+    one output (uint32 tokens when the vocabulary passes 65,536 ids: datatrove's own
+    rule). Its logs and progress bars go to OUT/datatrove.log (fd 1 and 2 of this
     process and its workers), not into the measuring pipes."""
     tasks = int(tasks)
     os.makedirs(out, exist_ok=True)
@@ -95,7 +98,7 @@ def datatrove(text_dir, tokenizer, out, tasks, shuffle_documents="true"):
     tokenize = LocalPipelineExecutor(
         pipeline=[JsonlReader(text_dir),
                   DocumentTokenizer(output_folder=os.path.join(out, "tokenized"),
-                                    tokenizer_name_or_path=tokenizer, eos_token=EOD, seed=0,
+                                    tokenizer_name_or_path=tokenizer, eos_token=eod, seed=0,
                                     shuffle_documents=shuffle_documents == "true")],
         tasks=tasks, workers=tasks, logging_dir=os.path.join(out, "logs_tokenize"))
     merge = LocalPipelineExecutor(
@@ -182,11 +185,17 @@ def write_rendered(corpus, folder, parts: int):
     return folder
 
 
-def _digests(data: bytes, ends):
-    """Sorted hashes of the documents in `data` (uint16 tokens) cut at token `ends`."""
+def _digests(data, ends):
+    """Hashes of the documents in `data` (tokens: raw uint16 bytes, or an array of any
+    integer type) cut at token `ends`, each as its ids in uint32 (outputs of either
+    token width compare)."""
+    import numpy as np
+
+    tokens = np.frombuffer(data, dtype="<u2") if isinstance(data, bytes) else np.asarray(data)
+    tokens = tokens.astype("<u4")
     digests, start = [], 0
     for end in ends:
-        digests.append(hash(data[start * 2:end * 2]))
+        digests.append(hash(tokens[start:end].tobytes()))
         start = end
     return digests
 
@@ -203,12 +212,11 @@ def read_ours(out) -> dict:
 
     out = Path(out)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["dtype"] == "uint16", manifest["dtype"]
     documents = tokens = 0
     digests = []
     for idx in sorted(out.glob("*.idx")):
         index = read_idx(idx.read_bytes())
-        data = idx.with_suffix(".bin").read_bytes()
+        data = np.fromfile(idx.with_suffix(".bin"), dtype=manifest["dtype"])
         documents += len(index.lengths)
         tokens += int(index.lengths.sum())
         digests += _digests(data, np.cumsum(index.lengths, dtype=np.int64).tolist())
@@ -217,7 +225,7 @@ def read_ours(out) -> dict:
             "engine": (manifest.get("tokenizer") or {}).get("engine")}
 
 
-def read_datatrove(out) -> dict:
+def read_datatrove(out, dtype: str = "uint16") -> dict:
     """Documents and tokens of datatrove's merged output (.ds token files with their
     .ds.index document ends), and the sorted hashes of the documents' token sequences."""
     from pathlib import Path
@@ -229,27 +237,29 @@ def read_datatrove(out) -> dict:
     digests = []
     for ds in sorted(merged.glob("*.ds")):
         ends = np.fromfile(str(ds) + ".index", dtype="<u8")
-        data = ds.read_bytes()
+        data = np.fromfile(ds, dtype=dtype)
         documents += len(ends)
-        tokens += len(data) // 2
+        tokens += len(data)
         digests += _digests(data, ends.tolist())
     return {"documents": documents, "tokens": tokens, "digests": sorted(digests)}
 
 
-def dolma_command(dolma, text_dir, tokenizer, out, processes: int, eod_id: int = 0) -> list:
+def dolma_command(dolma, text_dir, tokenizer, out, processes: int, eod_id: int = 0,
+                  dtype: str = "uint16") -> list:
     """`dolma tokens` as its README shows it, set to write what our pack writes: each
     document's ids then the EOD id (`--tokenizer.eos_token_id`, no BOS; dolma appends
     the EOS unless the ids already end with it, which our EOD-free texts never do),
     special-token text encoded as plain text (`encode_special_tokens`, as the pack-build
     encodes documents), uint16, PROCESSES writers over the pre-rendered files. dolma
     strips each text and skips empty ones: the benchmark corpus has no text with
-    leading or trailing whitespace (run_pack.py counts them)."""
+    leading or trailing whitespace (run_pack.py counts them). DTYPE: uint32 for a
+    vocabulary past uint16."""
     from pathlib import Path
 
     return [str(dolma), "tokens", "--documents", str(Path(text_dir) / "*.jsonl"),
             "--destination", str(out), "--tokenizer.name_or_path", str(tokenizer),
             "--tokenizer.eos_token_id", str(eod_id), "--tokenizer.pad_token_id", str(eod_id),
-            "--tokenizer.encode_special_tokens", "--dtype", "uint16",
+            "--tokenizer.encode_special_tokens", "--dtype", dtype,
             "--processes", str(processes), "--seed", "0"]
 
 
@@ -274,7 +284,7 @@ def legacy_tokenizer(tokenizer, path):
     return path
 
 
-def megatron_tokenizer_dir(tokenizer, folder):
+def megatron_tokenizer_dir(tokenizer, folder, eod=EOD):
     """A folder that `transformers.AutoTokenizer` (Megatron's HuggingFaceTokenizer)
     loads as the same tokenizer: the tokenizer.json, and a tokenizer_config.json naming
     EOD as its eos_token, whose id is what `--append-eod` appends (Megatron's `eod` is
@@ -288,7 +298,7 @@ def megatron_tokenizer_dir(tokenizer, folder):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tokenizer.json").write_bytes(Path(tokenizer).read_bytes())
     tmp = folder / "tokenizer_config.partial"
-    tmp.write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": EOD})
+    tmp.write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eod})
                    + "\n", encoding="utf-8")
     tmp.rename(config)
     return folder
@@ -338,9 +348,7 @@ def read_megatron(out) -> dict:
 
     idx = Path(out) / "megatron_text_document.idx"
     index = read_idx(idx.read_bytes())
-    if index.dtype != "uint16":
-        raise ValueError(f"{idx}: dtype {index.dtype}, expected uint16 (an 8k vocabulary)")
-    data = idx.with_suffix(".bin").read_bytes()
+    data = np.fromfile(idx.with_suffix(".bin"), dtype=index.dtype)
     # One sequence per document (no --split-sentences): the document index is 0..N.
     if index.documents.tolist() != list(range(len(index.lengths) + 1)):
         raise ValueError(f"{idx}: not one sequence per document")
@@ -349,7 +357,7 @@ def read_megatron(out) -> dict:
             "digests": sorted(_digests(data, ends))}
 
 
-def read_dolma(out) -> dict:
+def read_dolma(out, dtype: str = "uint16") -> dict:
     """Documents and tokens of `dolma tokens`' output (part-*.npy: the tokens as a raw
     memmap, uint16; part-*.csv.gz: one row per document, start,end,id,src,loc), and the
     sorted hashes of the documents' token sequences (the EOS included)."""
@@ -362,11 +370,11 @@ def read_dolma(out) -> dict:
     documents = tokens = 0
     digests = []
     for npy in sorted(Path(out).glob("*.npy")):
-        data = np.memmap(npy, dtype="<u2", mode="r").tobytes()
+        data = np.memmap(npy, dtype=dtype, mode="r")
         with gzip.open(npy.with_suffix(".csv.gz"), "rt", newline="") as handle:
             rows = [(int(r[0]), int(r[1])) for r in csv.reader(handle)]
         for start, end in rows:
-            digests.append(hash(data[start * 2:end * 2]))
+            digests.append(hash(data[start:end].astype("<u4").tobytes()))
         documents += len(rows)
         tokens += sum(end - start for start, end in rows)
     return {"documents": documents, "tokens": tokens, "digests": sorted(digests)}

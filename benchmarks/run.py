@@ -2,14 +2,16 @@
 
 Generates the corpus and trains a SentencePiece and a Hugging Face BPE tokenizer (8k
 pieces each, cached under benchmarks/.work), then measures per tokenizer, in one run:
-(a) the bound: json parse + encoding every segment in one process; (b) mintdim-beam's
+(a) the bound: json parse + encoding every segment in one process (the bare
+`tokenizers` floor: `encode_batch_fast`, `encode_batch` before tokenizers 0.21); (b) mintdim-beam's
 default local build; (c) mintdim 0.2.1, when a Python with it is given by
 --reference-python or MINTDIM_REFERENCE_PYTHON (skipped with a notice otherwise);
 (b0) the same build by another version of mintdim-beam (--baseline-python: a Python
 that imports it, e.g. a venv holding a `git worktree` of the commit before a change), so
 a change is measured against what it changed in the same interleaved rounds. Prints wall and CPU seconds (min and median over
 the rounds), samples/s, tokens/s, peak RSS and the ratios b/a, c/b, c/a and b/b0 (by
-the minimum); writes JSON. `--load N` runs N busy processes beside every round.
+the minimum), and b's CPU over a's (issue 43: <= 0.5 for the byte-level BPEs, which the
+native engine encodes); writes JSON. `--load N` runs N busy processes beside every round.
 """
 from __future__ import annotations
 
@@ -27,6 +29,13 @@ from corpus import train_tokenizers, write_corpus  # noqa: E402
 from measure import background_load, run_measured  # noqa: E402
 
 
+# Published tokenizer.json files (`make test`: tools/published_tokenizers.py).
+PUBLISHED = {"deepseek_v3": "deepseek_v3.json", "llama3.2": "llama3.2.json",
+             "llama3.2_legacy": "llama3.2_legacy.json"}
+BYTE_LEVEL = {"hf_bytelevel", *PUBLISHED}  # the native engine's: b's CPU <= 0.5x a's
+CPU_GOAL = 0.5
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=100_000)
@@ -36,8 +45,9 @@ def main(argv=None) -> int:
     parser.add_argument("--reference-python", default=os.environ.get("MINTDIM_REFERENCE_PYTHON"))
     parser.add_argument("--tokenizers", default="sentencepiece,hf_json,hf_bytelevel",
                         help="comma-separated: sentencepiece, hf_json, hf_bytelevel (trained "
-                             "here) and deepseek_v3 (the published tokenizer.json `make "
-                             "test` copies under .tools/published; no (c) for it)")
+                             "here) and deepseek_v3, llama3.2, llama3.2_legacy (the published "
+                             "tokenizer.json files `make test` puts under .tools/published; no "
+                             "(c) for them)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds of (a), (b), (c); the fastest run of each counts "
                              "(this machine is noisy)")
@@ -60,7 +70,7 @@ def main(argv=None) -> int:
     corpus = write_corpus(work / f"corpus_{args.samples}.jsonl", args.samples)
     labels = args.tokenizers.split(",")
     tokenizers = {}
-    if set(labels) - {"deepseek_v3"}:  # the published one needs no training
+    if set(labels) - set(PUBLISHED):  # the published ones need no training
         tokenizers = train_tokenizers(work / "corpus_100000.jsonl" if (work / "corpus_100000.jsonl").exists()
                                       else corpus, work)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
@@ -69,7 +79,8 @@ def main(argv=None) -> int:
               "repeat": args.repeat, "beam_flags": args.beam_flag, "load": args.load,
               "loadavg_before": os.getloadavg()[0], "results": {}}
     published = Path(os.environ.get("MINTDIM_PUBLISHED", HERE.parent / ".tools" / "published"))
-    tokenizers["deepseek_v3"] = published / "deepseek_v3.json"  # `make test` puts it there
+    for label, file in PUBLISHED.items():  # `make test` puts them there
+        tokenizers[label] = published / file
     for label in labels:
         tok = str(tokenizers[label])
         kind = "sentencepiece" if label == "sentencepiece" else "hf_json"  # the config's type
@@ -82,8 +93,8 @@ def main(argv=None) -> int:
             base_flags = [] if args.baseline_default_run else args.beam_flag
             commands["baseline"] = ([args.baseline_python, targets, "ours", str(corpus), kind,
                                      tok, str(base_out)] + base_flags, base_out)
-        if args.reference_python and label == "deepseek_v3":
-            print("notice: mintdim 0.2.1 takes no pad token, which DeepSeek V3's tokenizer.json "
+        if args.reference_python and label in PUBLISHED:
+            print(f"notice: mintdim 0.2.1 takes no pad token, which {PUBLISHED[label]} "
                   "lacks: skipping (c) for it", file=sys.stderr)
         elif args.reference_python:
             ref_out = work / f"ref_{label}"
@@ -114,6 +125,9 @@ def main(argv=None) -> int:
                          "tokens_per_s": round(tokens / min(walls)),
                          "peak_rss_mb": round(max(r["peak_rss_mb"] for r in results), 1)}
         row["b_over_a"] = round(row["ours"]["seconds"] / row["bound"]["seconds"], 2)
+        row["b_over_a_cpu"] = round(row["ours"]["cpu_seconds"] / row["bound"]["cpu_seconds"], 3)
+        row["b_over_a_cpu_median"] = round(row["ours"]["median_cpu_seconds"]
+                                           / row["bound"]["median_cpu_seconds"], 3)
         if "baseline" in row:
             row["b_over_b0"] = round(row["ours"]["seconds"] / row["baseline"]["seconds"], 3)
             row["b_over_b0_cpu"] = round(row["ours"]["cpu_seconds"] / row["baseline"]["cpu_seconds"], 3)
@@ -155,7 +169,10 @@ def _print(report: dict) -> None:
                 print(f"  {name:18} {r['seconds']:8.2f} {r['median_seconds']:8.2f} "
                       f"{r['cpu_seconds']:8.2f} {r['median_cpu_seconds']:8.2f} "
                       f"{r['samples_per_s']:10} {r['tokens_per_s']:10} {r['peak_rss_mb']:8.1f}")
-        line = f"  b/a = {row['b_over_a']}"
+        line = (f"  b/a = {row['b_over_a']} (CPU {row['b_over_a_cpu']} min, "
+                f"{row['b_over_a_cpu_median']} median"
+                + (f"; goal <= {CPU_GOAL}: {'met' if row['b_over_a_cpu'] <= CPU_GOAL else 'MISSED'}"
+                   if kind in BYTE_LEVEL else "") + ")")
         if "b_over_b0" in row:
             line += (f"   b/b0 = {row['b_over_b0']} (CPU {row['b_over_b0_cpu']}), "
                      f"identical to baseline: {row['identical_to_baseline']}")

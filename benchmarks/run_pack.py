@@ -1,13 +1,20 @@
 """Pack throughput benchmark (issue 18):
 `python benchmarks/run_pack.py [--scale 100000[,1000000]] [--repeat R] [--json PATH]`.
 
-For each scale N: the first N documents of the benchmark corpus (`corpus.py`), a
-byte-level BPE (8k vocabulary, `<|endoftext|>` as id 0, trained on the rendered texts
-of the first 30k documents; cached under benchmarks/.work as pack_bpe8k.json), the
-template "{instruction}\\n\\n{input}\\n\\n{output}", one `<|endoftext|>` after each
-document. Measures, in interleaved rounds (the fastest run of each counts):
-  (a) the bound: json parse + one render + `encode_batch` of the texts, one process;
+For each tokenizer (--tokenizers: `bpe8k`, a byte-level BPE of 8k, `<|endoftext|>` as
+id 0, trained on the rendered texts of the first 30k documents and cached under
+benchmarks/.work as pack_bpe8k.json; and the published `llama3.2`, `llama3.2_legacy`
+and `deepseek_v3` that `make test` puts under .tools/published, --published) and each
+scale N: the first N documents of the benchmark corpus (`corpus.py`), the template
+"{instruction}\\n\\n{input}\\n\\n{output}", one EOD after each document (the
+tokenizer's: `<|endoftext|>`, `<|end_of_text|>`, `<｜end▁of▁sentence｜>`). Measures, in
+interleaved rounds (the fastest run of each counts):
+  (a) the bound (the bare `tokenizers` floor): json parse + one render +
+      `encode_batch_fast` of the texts (`encode_batch` before tokenizers 0.21), one
+      process;
   (b) ours: `mintdim-beam pack CONFIG` (the default local run, or the Beam flags given);
+  (b:E) with --engines E,...: ours with `tokenizer.engine: E` (native, tiktoken,
+      tokenizers), beside (b);
   (c) datatrove 0.10.1: LocalPipelineExecutor, JsonlReader -> DocumentTokenizer
       (2 tasks, 2 workers), then DocumentTokenizerMerger (both stages timed), on the
       same texts pre-rendered to JSONL (`{"text": ...}`, 2 files) before any timing,
@@ -28,6 +35,7 @@ document. Measures, in interleaved rounds (the fastest run of each counts):
 Prints seconds, documents/s, tokens/s, peak RSS of the process tree, the min and median
 over the rounds of wall and CPU time (CPU of the whole process tree, see measure.py),
 b/a (goal <= 1.5), c/b (goal >= 3), each peer's CPU over ours (goal >= 2.5, issue 28),
+our CPU over the bound's (goal <= 0.5 on the published tokenizers, issue 43),
 the engine our build encoded with (its manifest's tokenizer.engine) and, given two scales or more, our peak RSS at the largest over the
 smallest (goal <= 1.5); checks that (b) and each peer hold the same documents and tokens
 (as multisets of token sequences: ours and datatrove shuffle). Writes JSON (default
@@ -50,7 +58,14 @@ from corpus import write_corpus  # noqa: E402
 from measure import harness_arguments, run_measured, write_results  # noqa: E402
 
 GOALS = {"ours_over_bound": 1.5, "datatrove_over_ours": 3.0, "peak_rss_large_over_small": 1.5,
-         "peer_cpu_over_ours": 2.5}
+         "peer_cpu_over_ours": 2.5, "ours_cpu_over_bound": 0.5}
+# name: (file under the published folder, None for the trained one; the EOD written
+# after each document)
+TOKENIZERS = {"bpe8k": (None, pack_targets.EOD),
+              "llama3.2": ("llama3.2.json", "<|end_of_text|>"),
+              "llama3.2_legacy": ("llama3.2_legacy.json", "<|end_of_text|>"),
+              "deepseek_v3": ("deepseek_v3.json", "<｜end▁of▁sentence｜>")}
+PUBLISHED_GOAL = {"llama3.2", "llama3.2_legacy", "deepseek_v3"}  # CPU <= 0.5x the bound
 NAMES = {"bound": "bound (a)", "ours": "mintdim-beam (b)", "baseline": "baseline (b0)",
          "datatrove": "datatrove (c)", "dolma": "dolma tokens (d)",
          "megatron": "Megatron-LM preprocess_data.py (e)"}
@@ -121,15 +136,34 @@ def _last_json(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-def _config(path: Path, corpus: Path, tokenizer: Path, out: Path) -> Path:
+def _config(path: Path, corpus: Path, tokenizer: Path, out: Path, eod: str = pack_targets.EOD,
+            engine: str | None = None) -> Path:
     """The pack CONFIG (JSON is YAML too) for `mintdim-beam pack`."""
+    block = {"type": "hf_json", "files": [str(tokenizer)], **({"engine": engine} if engine else {})}
     path.write_text(json.dumps({
         "source": {"files": [str(corpus)], "fields": [pack_targets.FIELDS],
                    "templates": [pack_targets.TEMPLATE]},
-        "tokenizer": {"type": "hf_json", "files": [str(tokenizer)]},
-        "pack": {"eod": pack_targets.EOD, "seed": 0},
-        "output": {"dir": str(out)}}, indent=2) + "\n")
+        "tokenizer": block,
+        "pack": {"eod": eod, "seed": 0},
+        "output": {"dir": str(out)}}, indent=2, ensure_ascii=False) + "\n")
     return path
+
+
+def _token_id(tokenizer: Path, text: str) -> int:
+    from tokenizers import Tokenizer
+
+    found = Tokenizer.from_file(str(tokenizer)).token_to_id(text)
+    if found is None:
+        raise ValueError(f"{tokenizer} has no token {text!r}")
+    return int(found)
+
+
+def _dtype(tokenizer: Path) -> str:
+    """The token type every output uses for this vocabulary (ours: uint16 below 65,500
+    ids, else uint32)."""
+    from tokenizers import Tokenizer
+
+    return "uint16" if Tokenizer.from_file(str(tokenizer)).get_vocab_size() < 65500 else "uint32"
 
 
 def _run(cmd, env, out_dir, make_out=False):
@@ -147,38 +181,48 @@ def _run(cmd, env, out_dir, make_out=False):
 
 
 def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env: dict,
-           dolma: str | None = None, megatron: dict | None = None) -> dict:
+           dolma: str | None = None, megatron: dict | None = None, label: str = "bpe8k",
+           eod: str = pack_targets.EOD) -> dict:
     corpus = write_corpus(work / f"corpus_{n}.jsonl", n)
     targets = str(HERE / "pack_targets.py")
-    out, dt_out, dolma_out = work / f"out_pack_{n}", work / f"dt_pack_{n}", work / f"dolma_pack_{n}"
-    megatron_out = work / f"megatron_pack_{n}"
-    config = _config(work / f"pack_{n}.json", corpus, tokenizer, out)
+    tag = f"{n}" if label == "bpe8k" else f"{label}_{n}"
+    out, dt_out, dolma_out = work / f"out_pack_{tag}", work / f"dt_pack_{tag}", work / f"dolma_pack_{tag}"
+    megatron_out = work / f"megatron_pack_{tag}"
+    config = _config(work / f"pack_{tag}.json", corpus, tokenizer, out, eod)
     commands = {
         "bound": ([sys.executable, targets, "bound", str(corpus), str(tokenizer)], None),
         "ours": ([sys.executable, targets, "ours", str(config)] + args.beam_flag, out),
     }
-    base_out = work / f"base_pack_{n}"
+    for engine in args.engines:
+        engine_out = work / f"out_pack_{tag}_{engine}"
+        engine_config = _config(work / f"pack_{tag}_{engine}.json", corpus, tokenizer,
+                                engine_out, eod, engine)
+        commands[f"ours:{engine}"] = ([sys.executable, targets, "ours", str(engine_config)]
+                                      + args.beam_flag, engine_out)
+    base_out = work / f"base_pack_{tag}"
     if args.baseline_python:
-        base_config = _config(work / f"base_pack_{n}.json", corpus, tokenizer, base_out)
+        base_config = _config(work / f"base_pack_{tag}.json", corpus, tokenizer, base_out, eod)
         commands["baseline"] = ([args.baseline_python, targets, "ours", str(base_config)]
                                 + args.beam_flag, base_out)
+    eod_id = _token_id(tokenizer, eod)
     if dt_python:
         tasks = args.datatrove_tasks
         text = pack_targets.write_rendered(corpus, work / f"pack_text_{n}_{tasks}", tasks)
         commands["datatrove"] = ([dt_python, targets, "datatrove", str(text), str(tokenizer),
-                                  str(dt_out), str(tasks), args.datatrove_shuffle_documents],
+                                  str(dt_out), str(tasks), args.datatrove_shuffle_documents, eod],
                                  dt_out)
     if dolma:
         tasks = args.datatrove_tasks
         text = pack_targets.write_rendered(corpus, work / f"pack_text_{n}_{tasks}", tasks)
         legacy = pack_targets.legacy_tokenizer(tokenizer, tokenizer.with_suffix(".tokenizers019.json"))
-        commands["dolma"] = (pack_targets.dolma_command(dolma, text, legacy, dolma_out, tasks),
-                             dolma_out)
+        commands["dolma"] = (pack_targets.dolma_command(dolma, text, legacy, dolma_out, tasks,
+                                                        eod_id, _dtype(tokenizer)), dolma_out)
     if megatron:
         # One input file (its guide's way; --partitions > 1 writes split copies beside
         # the input), the same texts as the other peers' files.
         text = pack_targets.write_rendered(corpus, work / f"pack_text_{n}_1", 1) / "part_000.jsonl"
-        folder = pack_targets.megatron_tokenizer_dir(tokenizer, work / f"megatron_{tokenizer.stem}")
+        folder = pack_targets.megatron_tokenizer_dir(tokenizer, work / f"megatron_{tokenizer.stem}",
+                                                     eod)
         commands["megatron"] = (pack_targets.megatron_command(
             megatron["python"], megatron["script"], text, folder, megatron_out,
             args.datatrove_tasks), megatron_out)
@@ -224,6 +268,19 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
             row["peer_over_ours"][peer]["within_goal"] = (
                 row["peer_over_ours"][peer]["cpu_min"] >= GOALS["peer_cpu_over_ours"])
     row["ours_over_bound"] = round(row["ours"]["seconds"] / row["bound"]["seconds"], 2)
+    row["tokenizer"] = label
+    # CPU over the bare `tokenizers` floor (issue 43: <= 0.5 on the published tokenizers),
+    # min over min and median over median, for ours and each engine asked for.
+    row["cpu_over_bound"] = {}
+    for name in ["ours"] + [f"ours:{e}" for e in args.engines]:
+        if row[name]["cpu_seconds"] and row["bound"]["cpu_seconds"]:
+            row["cpu_over_bound"][name] = {
+                "min": round(row[name]["cpu_seconds"] / row["bound"]["cpu_seconds"], 3),
+                "median": round(row[name]["cpu_seconds_median"]
+                                / row["bound"]["cpu_seconds_median"], 3)}
+    if label in PUBLISHED_GOAL and "ours" in row["cpu_over_bound"]:
+        row["ours_cpu_within_goal"] = (row["cpu_over_bound"]["ours"]["min"]
+                                       <= GOALS["ours_cpu_over_bound"])
     if "baseline" in row:
         row["b_over_b0"] = round(row["ours"]["seconds"] / row["baseline"]["seconds"], 3)
         row["b_over_b0_median"] = round(_median(every["ours"]) / _median(every["baseline"]), 3)
@@ -234,6 +291,12 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
     row["ours_within_goal"] = row["ours_over_bound"] <= GOALS["ours_over_bound"]
     # The outputs, read after the timing (the last run's; every run writes the same).
     ours = pack_targets.read_ours(out)
+    row["same_shards_per_engine"] = {
+        engine: all(a.read_bytes() == (work / f"out_pack_{tag}_{engine}" / a.name).read_bytes()
+                    for a in sorted(out.glob("shard_*")))
+        for engine in args.engines}
+    row["engines"] = {engine: pack_targets.read_ours(work / f"out_pack_{tag}_{engine}")["engine"]
+                      for engine in args.engines}
     outputs = {"bound": {"documents": documents, "tokens": tokens},
                "ours": {k: ours[k] for k in ("documents", "tokens", "manifest_documents",
                                              "manifest_tokens")}}
@@ -243,9 +306,10 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         row["datatrove_within_goal"] = row["datatrove_over_ours"] >= GOALS["datatrove_over_ours"]
         info = _last_json(runs["datatrove"]["stdout"])
         row["datatrove_versions"] = {k: info[k] for k in ("datatrove_version", "tokenizers_version")}
-        _compare_documents(row, outputs, "datatrove", ours, pack_targets.read_datatrove(dt_out))
+        _compare_documents(row, outputs, "datatrove", ours, pack_targets.read_datatrove(dt_out, _dtype(tokenizer)))
     if "dolma" in runs:
-        _compare_documents(row, outputs, "dolma", ours, pack_targets.read_dolma(dolma_out))
+        _compare_documents(row, outputs, "dolma", ours,
+                           pack_targets.read_dolma(dolma_out, _dtype(tokenizer)))
         row["texts_dolma_would_strip"] = _count_texts(corpus, lambda text: text != text.strip())
     if "megatron" in runs:
         _compare_documents(row, outputs, "megatron", ours, pack_targets.read_megatron(megatron_out))
@@ -311,6 +375,15 @@ def main(argv=None) -> int:
                         help="documents, or several comma-separated (e.g. 100000,1000000: "
                              "then also our peak RSS at the largest over the smallest)")
     harness_arguments(parser, "results_pack.json", "(a), (b), (c)")
+    parser.add_argument("--tokenizers", default="bpe8k",
+                        help="comma-separated: " + ", ".join(TOKENIZERS) + " (the published ones "
+                             "from --published)")
+    parser.add_argument("--published", default=os.environ.get(
+        "MINTDIM_PUBLISHED", str(HERE.parent / ".tools" / "published")),
+        help="where `make test` put the published tokenizers (tools/published_tokenizers.py)")
+    parser.add_argument("--engines", default="",
+                        help="comma-separated engines to time beside ours as (b:E), each with "
+                             "tokenizer.engine set: native, tiktoken, tokenizers")
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--train-lines", type=int, default=30_000,
                         help="the tokenizer is trained on the first N documents (the same "
@@ -339,6 +412,11 @@ def main(argv=None) -> int:
     parser.add_argument("--beam-flag", action="append", default=[],
                         help="Beam flag for (b), repeatable; default: the local default run")
     args = parser.parse_args(argv)
+    args.engines = [e for e in args.engines.split(",") if e]
+    labels = [t for t in args.tokenizers.split(",") if t]
+    unknown = [t for t in labels if t not in TOKENIZERS]
+    if unknown:
+        parser.error(f"unknown tokenizer {unknown[0]!r}: one of {', '.join(TOKENIZERS)}")
     if args.datatrove_tasks < 1:
         parser.error(f"--datatrove-tasks must be at least 1, not {args.datatrove_tasks}")
 
@@ -347,9 +425,14 @@ def main(argv=None) -> int:
     scales = [int(s) for s in args.scale.split(",")]
     name = "pack_bpe8k.json" if args.vocab == 8000 else f"pack_bpe{args.vocab}.json"
     tokenizer = work / name
-    if not tokenizer.exists():
+    if "bpe8k" in labels and not tokenizer.exists():
         pack_targets.train_pack_tokenizer(_training_corpus(work, args.train_lines), tokenizer,
                                           args.vocab, args.train_lines)
+    files = {label: (tokenizer if file is None else Path(args.published) / file, eod)
+             for label, (file, eod) in TOKENIZERS.items() if label in labels}
+    for label, (path, _) in files.items():
+        if not path.exists():
+            parser.error(f"{path} is missing: `make test` makes it (tools/published_tokenizers.py)")
     dt_python, why = _datatrove_python(args.datatrove_python, work)
     if not dt_python:
         print(f"notice: {why}: skipping (c) datatrove", file=sys.stderr)
@@ -368,6 +451,8 @@ def main(argv=None) -> int:
     report = {"scales": scales, "cores": os.cpu_count(), "repeat": args.repeat,
               "beam_flags": args.beam_flag,
               "tokenizer": f"byte-level BPE {args.vocab} (hf_json, {tokenizer.name})",
+              "tokenizers": {label: str(path) for label, (path, _) in files.items()},
+              "engines": args.engines,
               "template": pack_targets.TEMPLATE, "eod": pack_targets.EOD,
               "datatrove": {"python": dt_python, "why": why, "tasks": args.datatrove_tasks,
                             "workers": args.datatrove_tasks,
@@ -382,10 +467,14 @@ def main(argv=None) -> int:
                            "workers": args.datatrove_tasks,
                            "input": "the same pre-rendered texts as one JSONL file"},
               "goals": GOALS, "results": {}}
-    for n in scales:
-        report["results"][str(n)] = _scale(n, args, work, tokenizer, dt_python, env, dolma,
-                                           megatron)
-    if len(scales) > 1:
+    # Results keyed by scale for the trained tokenizer alone (as before), else
+    # "TOKENIZER:SCALE".
+    for label, (path, eod) in files.items():
+        for n in scales:
+            key = str(n) if labels == ["bpe8k"] else f"{label}:{n}"
+            report["results"][key] = _scale(n, args, work, path, dt_python, env, dolma,
+                                            megatron, label, eod)
+    if len(scales) > 1 and labels == ["bpe8k"]:
         small, large = str(min(scales)), str(max(scales))
         ratio = round(report["results"][large]["ours"]["peak_rss_mb"]
                       / report["results"][small]["ours"]["peak_rss_mb"], 2)
@@ -411,13 +500,16 @@ def _print(report: dict) -> None:
               f"(EOD included), {report['cores']} cores, repeat {report['repeat']} (interleaved)")
         engine = row.get("ours_engine") or {}
         print(f"  ours encoded with engine: {engine.get('name')} ({engine.get('why')})")
-        print(f"[pack: {report['tokenizer']}]{'':4} {'wall min':>8} {'median':>7} {'CPU min':>7} "
+        shown = (report["tokenizer"] if row.get("tokenizer", "bpe8k") == "bpe8k"
+                 else f"{row['tokenizer']} ({Path(report['tokenizers'][row['tokenizer']]).name})")
+        print(f"[pack: {shown}]{'':4} {'wall min':>8} {'median':>7} {'CPU min':>7} "
               f"{'median':>7} {'docs/s':>7} {'tokens/s':>9} {'peak MB':>8}")
-        for name in ("bound", "ours", "baseline", "datatrove", "dolma", "megatron"):
+        for name in ("bound", "ours", *[f"ours:{e}" for e in report["engines"]], "baseline",
+                     "datatrove", "dolma", "megatron"):
             if name not in row:
                 continue
             r = row[name]
-            label = NAMES[name]
+            label = NAMES.get(name) or f"mintdim-beam, engine {name.split(':')[1]} (b:{name.split(':')[1]})"
             if name == "datatrove":
                 label = f"datatrove {row['datatrove_versions']['datatrove_version']} (c)"
             if name == "dolma":
@@ -431,6 +523,15 @@ def _print(report: dict) -> None:
                      if len(r["every_run_seconds"]) > 1 else ""))
         line = (f"  b/a = {row['ours_over_bound']}  ({_goal(row['ours_within_goal'])} the "
                 f"<= {report['goals']['ours_over_bound']}x goal)")
+        for name, ratio in row.get("cpu_over_bound", {}).items():
+            goal = ""
+            if name == "ours" and "ours_cpu_within_goal" in row:
+                goal = (f"  ({_goal(row['ours_cpu_within_goal'])} the <= "
+                        f"{report['goals']['ours_cpu_over_bound']}x goal)")
+            print(f"  CPU {name} / bound: {ratio['min']} (min) {ratio['median']} (median){goal}")
+        for engine, same in row.get("same_shards_per_engine", {}).items():
+            print(f"  engine {engine}: manifest says {(row['engines'][engine] or {}).get('name')}; "
+                  f"same shards as ours: {same}")
         if "b_over_b0" in row:
             line += (f"   b/b0 = {row['b_over_b0']} (median {row['b_over_b0_median']}, CPU "
                      f"{row['b_over_b0_cpu']}; same shards: {row['same_shards_as_baseline']})")

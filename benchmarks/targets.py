@@ -30,7 +30,9 @@ def bound(corpus, kind, tokenizer):
         tk = Tokenizer.from_file(tokenizer)
         tk.no_padding()
         tk.no_truncation()
-        encode = lambda texts: [e.ids for e in tk.encode_batch(texts, add_special_tokens=False)]  # noqa: E731
+        # The bare floor: `encode_batch_fast` (tokenizers >= 0.21) skips the offsets.
+        fast = getattr(tk, "encode_batch_fast", tk.encode_batch)
+        encode = lambda texts: [e.ids for e in fast(texts, add_special_tokens=False)]  # noqa: E731
     tokens = 0
     batch = []
     with open(corpus, encoding="utf-8") as handle:
@@ -50,7 +52,9 @@ def bound(corpus, kind, tokenizer):
 
 
 # Published tokenizers whose tokenizer.json names no pad token: the one the build takes.
-PAD_TOKENS = {"deepseek_v3.json": "<｜end▁of▁sentence｜>"}
+PAD_TOKENS = {"deepseek_v3.json": "<｜end▁of▁sentence｜>",
+              "llama3.2.json": "<|finetune_right_pad_id|>",
+              "llama3.2_legacy.json": "<|finetune_right_pad_id|>"}
 
 
 def _job(pipeline, corpus, kind, tokenizer, out):

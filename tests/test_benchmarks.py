@@ -131,7 +131,7 @@ def test_read_benchmark_runs_on_a_tiny_build(tmp_path, capsys):
 
 def test_unit_benchmark_takes_the_published_deepseek_tokenizer(tmp_path, capsys):
     """`run.py --tokenizers deepseek_v3`: the published tokenizer.json, with the pad token
-    it lacks given; the fast engine encodes it; mintdim 0.2.1, which takes no pad token,
+    it lacks given; the native engine encodes it; mintdim 0.2.1, which takes no pad token,
     is skipped for it with a notice; `--load 1` runs the rounds beside a busy process and
     says so (no timing assertions)."""
     import run as unit_benchmark
@@ -142,7 +142,7 @@ def test_unit_benchmark_takes_the_published_deepseek_tokenizer(tmp_path, capsys)
                                 "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     row = report["results"]["deepseek_v3"]
-    assert row["engine"] == "tiktoken" and "reference" not in row
+    assert row["engine"] == "native" and "reference" not in row
     assert row["ours"]["tokens_per_s"] > 0 and row["bound"]["tokens_per_s"] > 0
     assert report["load"] == 1 and report["loadavg_after"] >= 0
     printed = capsys.readouterr()
@@ -265,11 +265,13 @@ def test_read_megatron_reads_one_sequence_per_document(tmp_path):
         idx_bytes(np.array([len(d) for d in documents]), "uint16"))
     read = pack_targets.read_megatron(tmp_path)
     assert read["documents"] == 3 and read["tokens"] == 8
-    assert read["digests"] == sorted(hash(np.array(d, dtype="<u2").tobytes()) for d in documents)
+    assert read["digests"] == sorted(hash(np.array(d, dtype="<u4").tobytes()) for d in documents)
+    # A vocabulary past 65,536 ids: int32 tokens, the same digests (ids compared as uint32).
+    (tmp_path / "megatron_text_document.bin").write_bytes(
+        np.array(sum(documents, []), dtype="<i4").tobytes())
     (tmp_path / "megatron_text_document.idx").write_bytes(
         idx_bytes(np.array([len(d) for d in documents]), "int32"))
-    with pytest.raises(ValueError, match="expected uint16"):
-        pack_targets.read_megatron(tmp_path)
+    assert pack_targets.read_megatron(tmp_path)["digests"] == read["digests"]
 
 
 @pytest.mark.parametrize("script", ["run.py", "run_chat.py", "run_pack.py", "run_scale.py",

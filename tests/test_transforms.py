@@ -90,9 +90,10 @@ def test_build_stats_combines_partials_per_dataset():
     trip = {"segments_checked": 4, "lossy_segments": 1, "lossy_samples": 1,
             "lossy_kinds": {"whitespace": 1}}
     partials = [(0, {"total_samples": 2, "total_tokens": 10, "samples_with_unk": 1, "unk_tokens": 3,
-                     "unit_distribution": {8: 2}, **trip}),
+                     "unit_distribution": {8: 2}, **trip, "engines": {"native": 2}}),
                 (0, {"total_samples": 1, "total_tokens": 4, "samples_with_unk": 0, "unk_tokens": 0,
-                     "unit_distribution": {8: 1, 16: 0}, **trip, "lossy_kinds": {"unknown": 1}}),
+                     "unit_distribution": {8: 1, 16: 0}, **trip, "lossy_kinds": {"unknown": 1},
+                     "engines": {"native": 1}}),
                 (1, {"total_samples": 1, "total_tokens": 9, "samples_with_unk": 0, "unk_tokens": 0,
                      "unit_distribution": {16: 1}})]  # a partial without the round-trip keys
     none = {"segments_checked": 0, "lossy_segments": 0, "lossy_samples": 0}
@@ -102,9 +103,9 @@ def test_build_stats_combines_partials_per_dataset():
             (0, {"total_samples": 3, "total_tokens": 14, "samples_with_unk": 1, "unk_tokens": 3,
                  "segments_checked": 8, "lossy_segments": 2, "lossy_samples": 2,
                  "unit_distribution": {8: 3, 16: 0},
-                 "lossy_kinds": {"whitespace": 1, "unknown": 1}}),
+                 "lossy_kinds": {"whitespace": 1, "unknown": 1}, "engines": {"native": 3}}),
             (1, {"total_samples": 1, "total_tokens": 9, "samples_with_unk": 0, "unk_tokens": 0,
-                 **none, "unit_distribution": {16: 1}, "lossy_kinds": {}})]))
+                 **none, "unit_distribution": {16: 1}, "lossy_kinds": {}, "engines": {}})]))
 
 
 def test_hash_buckets_take_the_first_48_bits_of_each_digest():
