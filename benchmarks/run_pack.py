@@ -166,6 +166,18 @@ def _dtype(tokenizer: Path) -> str:
     return "uint16" if Tokenizer.from_file(str(tokenizer)).get_vocab_size() < 65500 else "uint32"
 
 
+def _engine_refused(tokenizer: Path, engine: str) -> str | None:
+    """Why a build with `tokenizer.engine: ENGINE` would be refused for this tokenizer
+    (e.g. tiktoken for Llama 3.2's `ignore_merges: false` form), or None."""
+    sys.path.insert(0, str(HERE.parent))
+    from mintdim_beam.core.tokenizer.tokenizers import tokenizer_from_bytes
+
+    if engine == "tokenizers":
+        return None
+    view, why = tokenizer_from_bytes("hf_json", tokenizer.read_bytes(), tokenizer.name).view(engine)
+    return None if view is not None else why
+
+
 def _run(cmd, env, out_dir, make_out=False):
     if out_dir is not None:
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -193,7 +205,14 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         "bound": ([sys.executable, targets, "bound", str(corpus), str(tokenizer)], None),
         "ours": ([sys.executable, targets, "ours", str(config)] + args.beam_flag, out),
     }
+    engines = []
     for engine in args.engines:
+        refused = _engine_refused(tokenizer, engine)
+        if refused:
+            print(f"notice: tokenizer.engine {engine} is refused for {label} ({refused}): "
+                  f"skipping (b:{engine}) for it", file=sys.stderr)
+            continue
+        engines.append(engine)
         engine_out = work / f"out_pack_{tag}_{engine}"
         engine_config = _config(work / f"pack_{tag}_{engine}.json", corpus, tokenizer,
                                 engine_out, eod, engine)
@@ -272,7 +291,7 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
     # CPU over the bare `tokenizers` floor (issue 43: <= 0.5 on the published tokenizers),
     # min over min and median over median, for ours and each engine asked for.
     row["cpu_over_bound"] = {}
-    for name in ["ours"] + [f"ours:{e}" for e in args.engines]:
+    for name in ["ours"] + [f"ours:{e}" for e in engines]:
         if row[name]["cpu_seconds"] and row["bound"]["cpu_seconds"]:
             row["cpu_over_bound"][name] = {
                 "min": round(row[name]["cpu_seconds"] / row["bound"]["cpu_seconds"], 3),
@@ -294,9 +313,11 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
     row["same_shards_per_engine"] = {
         engine: all(a.read_bytes() == (work / f"out_pack_{tag}_{engine}" / a.name).read_bytes()
                     for a in sorted(out.glob("shard_*")))
-        for engine in args.engines}
+        for engine in engines}
     row["engines"] = {engine: pack_targets.read_ours(work / f"out_pack_{tag}_{engine}")["engine"]
-                      for engine in args.engines}
+                      for engine in engines}
+    row["engines_refused"] = {e: _engine_refused(tokenizer, e) for e in args.engines
+                              if e not in engines}
     outputs = {"bound": {"documents": documents, "tokens": tokens},
                "ours": {k: ours[k] for k in ("documents", "tokens", "manifest_documents",
                                              "manifest_tokens")}}
@@ -532,6 +553,8 @@ def _print(report: dict) -> None:
         for engine, same in row.get("same_shards_per_engine", {}).items():
             print(f"  engine {engine}: manifest says {(row['engines'][engine] or {}).get('name')}; "
                   f"same shards as ours: {same}")
+        for engine, why in row.get("engines_refused", {}).items():
+            print(f"  engine {engine}: refused for this tokenizer ({why})")
         if "b_over_b0" in row:
             line += (f"   b/b0 = {row['b_over_b0']} (median {row['b_over_b0_median']}, CPU "
                      f"{row['b_over_b0_cpu']}; same shards: {row['same_shards_as_baseline']})")

@@ -1,4 +1,4 @@
-"""Real text for the engine equality tests: 100k paragraphs of Python's own library
+"""Real text for the engine equality tests: 70k paragraphs of Python's own library
 (code, docstrings, prose), multilingual segments (pycountry's translations of country,
 language, currency and script names into 163 locales, CPython's CJK test texts), and
 adversarial strings (long runs of one character, mixed scripts, 1 MB lines)."""
@@ -11,13 +11,13 @@ import json
 import sysconfig
 from pathlib import Path
 
-STDLIB_SEGMENTS = 100_000
+STDLIB_SEGMENTS = 70_000
 MULTILINGUAL_SEGMENTS = 30_000
 
 
 @functools.lru_cache(maxsize=None)
 def stdlib_segments() -> tuple[str, ...]:
-    """100k paragraphs (up to 400 characters) of the stdlib's sources, in path order."""
+    """70k paragraphs (up to 400 characters) of the stdlib's sources, in path order."""
     root = Path(sysconfig.get_paths()["stdlib"])
     out: list[str] = []
     for path in sorted(root.rglob("*.py")):

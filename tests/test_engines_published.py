@@ -3,7 +3,7 @@ native engine (`tokenizers`' own BPE, natively) on all of them, tiktoken's BPE w
 is proven equal. Llama 3.2 in both forms users have (`ignore_merges` true and false),
 DeepSeek V3, GPT-2 and Qwen (their tiktoken files read as tokenizers), Mistral 7B's
 byte-fallback BPE with the Metaspace pre-tokenizer and with the older Prepend + Replace
-normalizers (`make test` makes them: tools/published_tokenizers.py). Texts: 100k
+normalizers (`make test` makes them: tools/published_tokenizers.py). Texts: 70k
 paragraphs of Python's library, 30k multilingual segments, adversarial strings (1 MB
 lines, long runs), every code point from U+0080 to U+31FFF in context."""
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _forget_tokenizers():
 
 @pytest.mark.parametrize("name", list(FILES))
 def test_every_engine_gives_the_ids_of_tokenizers(name):
-    """130k real segments as template text, every tenth and the adversarial strings as
+    """100k real segments as template text, every tenth and the adversarial strings as
     content (special-token text plain) and as flat arrays: the native engine's ids are
     `tokenizers`'; tiktoken's where its rule is proven equal, and only there."""
     tokenizer = _tokenizer(name)

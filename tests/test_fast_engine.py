@@ -38,7 +38,7 @@ def _published(name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def corpus() -> list[str]:
-    """100k real text segments: the paragraphs of Python's own library (`engine_corpus`)."""
+    """70k real text segments: the paragraphs of Python's own library (`engine_corpus`)."""
     return list(engine_corpus.stdlib_segments())
 
 
