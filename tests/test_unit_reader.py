@@ -528,8 +528,9 @@ def test_a_pack_plan_holds_every_record_once_in_rows_of_one_window():
     position[perm] = np.arange(3000)
     window = packing.window_ids(lengths[perm], 8 * 128)[position]
     firsts = []
-    for lo, hi in zip(plan.starts[:-1], plan.starts[1:]):
-        members = plan.records[lo:hi]
+    records, starts = plan.records, plan.starts  # each packs the whole epoch: once
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        members = records[lo:hi]
         assert len(set(window[members])) == 1  # a row never spans two windows
         assert (np.diff(position[members]) > 0).all()  # in window order within the row
         firsts.append(position[members[0]])
@@ -867,7 +868,8 @@ def test_the_plan_a_window_at_a_time_is_the_whole_plan(pack_length, window_rows,
     expected = _eager_plan(lengths, pack_length, window_rows, seed, 4)
     plan = packing.pack_plan(lengths, pack_length, window_rows, 4, seed=seed, epoch=4, last="pad")
     assert plan.rows == len(expected)
-    assert [plan.records[a:b].tolist() for a, b in zip(plan.starts[:-1], plan.starts[1:])] == expected
+    records, starts = plan.records, plan.starts  # each packs the whole epoch: once
+    assert [records[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])] == expected
     fresh = packing.pack_plan(lengths, pack_length, window_rows, 4, seed=seed, epoch=4, last="pad")
     taken = []
     for step in range(len(plan)):  # step by step, 2 ranks, packing as it goes
@@ -886,7 +888,8 @@ def test_a_plan_packs_only_the_windows_a_step_needs_and_checks_an_anchor():
     lengths = np.random.default_rng(5).integers(1, 100, size=3000)
     args = (lengths, 128, 4, 4)
     whole = packing.pack_plan(*args, seed=1, epoch=0, last="pad")
-    rows = [whole.records[a:b].tolist() for a, b in zip(whole.starts[:-1], whole.starts[1:])]
+    records, starts = whole.records, whole.starts
+    rows = [records[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])]
     assert whole.windows > 50
     fresh = packing.pack_plan(*args, seed=1, epoch=0, last="pad")
     assert fresh.take(*fresh.rank_rows(0, 0, 1)[:2])[0].tolist() == sum(rows[:4], [])
