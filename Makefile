@@ -59,13 +59,14 @@ $(PUBLISHED)/.done: tools/published_tokenizers.py $(STAMP)
 
 # Two test processes (pytest-xdist), each test file whole on one of them (its module
 # fixtures built once): many tests wait on helper processes, job services and emulators,
-# so two keep both cores busy (TEST_WORKERS=0 runs the suite in one process).
+# so two keep both cores busy (TEST_WORKERS=0 runs the suite in one process). Files go
+# out longest first (tests/conftest.py LONG_FILES), not xdist's order by test count.
 TEST_WORKERS ?= 2
 test: $(STAMP) $(NATIVE) $(PUBLISHED)/.done
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadfile
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH MINTDIM_PUBLISHED=$(PUBLISHED) $(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP)
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest tests -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # mintdim_beam.torch against a real PyTorch (and torchdata's loader), pack-build output
 # read by megatron-core and datatrove, exports read by datasets, TRL and streaming; tests_interop/ is outside tests/, so `make test` never collects it.

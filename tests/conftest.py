@@ -17,6 +17,25 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The longest test files, longest first (`make test`'s durations): `--dist loadfile`
+# hands files out in collection order, so a long file collected last keeps one worker
+# busy while the other idles (xdist's own reorder, by test count, put them last).
+LONG_FILES = (
+    "test_golden.py", "test_engines_published.py", "test_graph_size.py", "test_docs.py",
+    "test_input_identity.py", "test_fast_engine.py", "test_pack_reader_remote.py",
+    "test_sp_native.py", "test_parquet_inputs.py", "test_benchmarks.py",
+    "test_native_engine.py", "test_ownership.py", "test_chat_pipeline.py", "test_compose.py",
+    "test_remote.py", "test_pack.py", "test_bad_rows.py", "test_scale.py",
+    "test_cluster_verify.py", "test_pipeline.py", "test_compressed_inputs.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable
+
+
 GOLDEN = Path(__file__).parent / "golden"
 IN_MEMORY = ["--runner=FnApiRunner"]
 BUNDLE_RETRYING = ["--runner=BundleBasedDirectRunner"]  # retries a failed bundle up to 4 times
