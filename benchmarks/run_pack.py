@@ -166,16 +166,20 @@ def _dtype(tokenizer: Path) -> str:
     return "uint16" if Tokenizer.from_file(str(tokenizer)).get_vocab_size() < 65500 else "uint32"
 
 
-def _engine_refused(tokenizer: Path, engine: str) -> str | None:
-    """Why a build with `tokenizer.engine: ENGINE` would be refused for this tokenizer
-    (e.g. tiktoken for Llama 3.2's `ignore_merges: false` form), or None."""
-    sys.path.insert(0, str(HERE.parent))
+def _engine_refused(tokenizer: Path, engine: str, corpus: Path) -> str | None:
+    """Why a build of `corpus` with `tokenizer.engine: ENGINE` is refused (the build's
+    own choice, `choose_engine`: e.g. tiktoken for Llama 3.2's `ignore_merges: false`
+    form), or None."""
+    from mintdim_beam.core.errors import TokenizerValidationError
+    from mintdim_beam.core.tokenizer.engine_choice import choose_engine
     from mintdim_beam.core.tokenizer.tokenizers import tokenizer_from_bytes
 
-    if engine == "tokenizers":
-        return None
-    view, why = tokenizer_from_bytes("hf_json", tokenizer.read_bytes(), tokenizer.name).view(engine)
-    return None if view is not None else why
+    loaded = tokenizer_from_bytes("hf_json", tokenizer.read_bytes(), tokenizer.name)
+    try:
+        choose_engine(loaded, engine, [str(corpus)], tokenizer.name)
+    except TokenizerValidationError as exc:
+        return exc.kwargs["problem"]
+    return None
 
 
 def _run(cmd, env, out_dir, make_out=False):
@@ -205,12 +209,13 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         "bound": ([sys.executable, targets, "bound", str(corpus), str(tokenizer)], None),
         "ours": ([sys.executable, targets, "ours", str(config)] + args.beam_flag, out),
     }
-    engines = []
+    engines, refused = [], {}
     for engine in args.engines:
-        refused = _engine_refused(tokenizer, engine)
-        if refused:
-            print(f"notice: tokenizer.engine {engine} is refused for {label} ({refused}): "
+        why = _engine_refused(tokenizer, engine, corpus)
+        if why:
+            print(f"notice: tokenizer.engine {engine} is refused for {label} ({why}): "
                   f"skipping (b:{engine}) for it", file=sys.stderr)
+            refused[engine] = why
             continue
         engines.append(engine)
         engine_out = work / f"out_pack_{tag}_{engine}"
@@ -316,8 +321,7 @@ def _scale(n: int, args, work: Path, tokenizer: Path, dt_python: str | None, env
         for engine in engines}
     row["engines"] = {engine: pack_targets.read_ours(work / f"out_pack_{tag}_{engine}")["engine"]
                       for engine in engines}
-    row["engines_refused"] = {e: _engine_refused(tokenizer, e) for e in args.engines
-                              if e not in engines}
+    row["engines_refused"] = refused
     outputs = {"bound": {"documents": documents, "tokens": tokens},
                "ours": {k: ours[k] for k in ("documents", "tokens", "manifest_documents",
                                              "manifest_tokens")}}

@@ -519,8 +519,9 @@ def test_a_pack_plan_holds_every_record_once_in_rows_of_one_window():
 
     lengths = np.random.default_rng(1).integers(1, 100, size=3000)
     plan = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=2, last="pad")
-    assert sorted(plan.records.tolist()) == list(range(3000))
-    fill = np.add.reduceat(lengths[plan.records], plan.starts[:-1])
+    records, starts = plan.every_row()
+    assert sorted(records.tolist()) == list(range(3000))
+    fill = np.add.reduceat(lengths[records], starts[:-1])
     assert fill.max() <= 128 and plan.rows == len(fill)
     # windows: ~8 rows' worth of tokens of the epoch's order each, packed alone
     perm = np.random.Generator(np.random.PCG64(np.random.SeedSequence([3, 2, 2, 0]))).permutation(3000)
@@ -528,7 +529,6 @@ def test_a_pack_plan_holds_every_record_once_in_rows_of_one_window():
     position[perm] = np.arange(3000)
     window = packing.window_ids(lengths[perm], 8 * 128)[position]
     firsts = []
-    records, starts = plan.records, plan.starts  # each packs the whole epoch: once
     for lo, hi in zip(starts[:-1], starts[1:]):
         members = records[lo:hi]
         assert len(set(window[members])) == 1  # a row never spans two windows
@@ -538,8 +538,8 @@ def test_a_pack_plan_holds_every_record_once_in_rows_of_one_window():
     assert len(set(window.tolist())) > 20
     again = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=2, last="pad")
     other = packing.pack_plan(lengths, 128, 8, 4, seed=3, epoch=3, last="pad")
-    assert np.array_equal(again.records, plan.records) and np.array_equal(again.starts, plan.starts)
-    assert not np.array_equal(other.records, plan.records)
+    assert all(np.array_equal(a, b) for a, b in zip(again.every_row(), (records, starts)))
+    assert not np.array_equal(other.every_row()[0], records)
 
 
 def _packed(out, world, tokens=TOKENS, pack_length=PACK, **kw) -> list:
@@ -868,7 +868,7 @@ def test_the_plan_a_window_at_a_time_is_the_whole_plan(pack_length, window_rows,
     expected = _eager_plan(lengths, pack_length, window_rows, seed, 4)
     plan = packing.pack_plan(lengths, pack_length, window_rows, 4, seed=seed, epoch=4, last="pad")
     assert plan.rows == len(expected)
-    records, starts = plan.records, plan.starts  # each packs the whole epoch: once
+    records, starts = plan.every_row()
     assert [records[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])] == expected
     fresh = packing.pack_plan(lengths, pack_length, window_rows, 4, seed=seed, epoch=4, last="pad")
     taken = []
@@ -888,7 +888,7 @@ def test_a_plan_packs_only_the_windows_a_step_needs_and_checks_an_anchor():
     lengths = np.random.default_rng(5).integers(1, 100, size=3000)
     args = (lengths, 128, 4, 4)
     whole = packing.pack_plan(*args, seed=1, epoch=0, last="pad")
-    records, starts = whole.records, whole.starts
+    records, starts = whole.every_row()
     rows = [records[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])]
     assert whole.windows > 50
     fresh = packing.pack_plan(*args, seed=1, epoch=0, last="pad")

@@ -314,16 +314,14 @@ class PackPlan:
         np.save(f"{folder}/firsts.npy", np.asarray(self._known_rows, dtype=np.int64))
         self._order.release()
 
-    @property
-    def records(self) -> np.ndarray:
-        return self.take(0, self.rows)[0]
-
-    @property
-    def starts(self) -> np.ndarray:
-        per_row = self.take(0, self.rows)[1]
+    def every_row(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the epoch's records in row order, each row's first index into them and the
+        end): every window packed, in one pass. A method, not attributes: readers take
+        a step's rows (`take`); this is the whole plan at once, for checks."""
+        records, per_row = self.take(0, self.rows)
         starts = np.zeros(len(per_row) + 1, dtype=np.int64)
         np.cumsum(per_row, out=starts[1:])
-        return starts
+        return records, starts
 
     def __len__(self) -> int:
         return order.unit_steps(self.rows, self.rows_per_step, self.last)
