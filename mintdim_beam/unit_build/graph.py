@@ -70,13 +70,29 @@ def read_and_tokenize(p, plans: dict, ranges, warm_key: str | None = None):
 
 
 def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | None = None):
-    """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir)."""
-    datasets = {ds: plan.dataset for ds, plan in plans.items()}
+    """Add the whole unit-build to pipeline `p`; returns the finalized (dataset, dir):
+    our reader and tokenizer (`read_and_tokenize`), then `write_units`, the writing half
+    that `transforms.WriteUnitBuild` applies to a user's keyed records."""
     numbering, bad_lines, tokenized, rejected, inputs = read_and_tokenize(p, plans, ranges,
                                                                           warm_key)
+    return write_units(p, plans, choosers, {
+        "numbering": numbering, "errors": bad_lines, "tokenized": tokenized,
+        "rejected": rejected, "inputs": inputs})
+
+
+def write_units(p, plans: dict, choosers: dict, found: dict, staged: bool | None = None,
+                claim=None):
+    """StageRecords -> DecideOverflows -> AssignUnit -> ShardWrite, the indices, stats and
+    Finalize, from what the reading half `found`: tokenized batches keyed (dataset, file,
+    range, batch) in sample order, their numbering, pending errors, rejected rows and
+    the inputs' manifest entries. `staged`: stage records locally (default: as the
+    options say); `claim`: the `Claim` Finalize marks failed when the build stops
+    (a user's pipeline has no launcher to do it)."""
     from mintdim_beam.runtime.options import max_line_bytes, stages_records
 
-    staging = StageRecords(plans, stages_records(p.options))
+    numbering, bad_lines, tokenized = found["numbering"], found["errors"], found["tokenized"]
+    datasets = {ds: plan.dataset for ds, plan in plans.items()}
+    staging = StageRecords(plans, stages_records(p.options) if staged is None else staged)
     tokenized = tokenized | "StageRecords" >> staging
     tokenized = tokenized | "SpillBatches" >> SpillBatches(plans, staging.staged, declared_units,
                                                            overflow_candidates)
@@ -102,7 +118,8 @@ def expand_unit_build(p, plans: dict, ranges, choosers: dict, warm_key: str | No
     return p | "Finalize" >> Finalize(plans, datasets, {
         "errors": errors, "numbering": numbering, "overflow_plans": overflow_plans,
         "stats": stats, "file_parts": file_parts, "dup_parts": dup_parts,
-        "shards": shards, "rejected": rejected, "inputs": inputs})
+        "shards": shards, "rejected": found["rejected"], "inputs": found["inputs"]},
+        claim=claim)
 
 
 def expand_overflow_survey(p, plans: dict, ranges, result_path: str):

@@ -32,6 +32,7 @@ from mintdim_beam.runtime.run_shape import RunShape, shown_progress
 from mintdim_beam.runtime.sampler_period import short_sampler_period
 from mintdim_beam.runtime.signals import build_error, failed_build, received
 from mintdim_beam.runtime.warm_helpers import spawn_helpers, warm_helpers
+from mintdim_beam.unit_build.notices import write_failure_notices
 from mintdim_beam.unit_build.prompts import InteractiveChooser, ask_template_unk, stdin_is_tty
 from mintdim_beam.unit_build.units import (POLICIES, TEMPLATE_UNK_POLICIES, decide_overflows,
                                            fixed_chooser, scripted_chooser)
@@ -101,51 +102,21 @@ def _survey_and_ask(plans, ranges, options) -> dict:
     return choosers
 
 
-def _write_failure_notices(plans, reason: str, claim: Claim) -> None:
-    """Scratch first (a full disk needs the room), then no manifest, then a notice in
-    every unit dir, then the marker says the build failed."""
-    for plan in plans.values():
-        out = plan.dataset.output_path
-        steps = (("remove scratch files", lambda: storage.remove_tree(storage.tmp_dir(out))),
-                 ("remove manifest.json", lambda: _remove_manifest(out)),
-                 ("write UNIT_BUILD_FAILED.md", lambda: _unit_notices(plan, reason)),
-                 ("mark the build failed", lambda: claim.fail(out, reason)))
-        for what, step in steps:
-            try:
-                step()
-            except Exception as exc:  # noqa: BLE001 - never hide the build's own error
-                log(f"warning: could not {what} in {plan.dataset.output_given}: "
-                    f"{str(exc).splitlines()[-1] if str(exc) else type(exc).__name__}")
-
-
-def _remove_manifest(out: str) -> None:
-    manifest = storage.join(out, fmt.MANIFEST)
-    if storage.exists(manifest):
-        storage.filesystem(manifest).rm(manifest)
-
-
-def _unit_notices(plan, reason: str) -> None:
-    out = plan.dataset.output_path
-    sizes = set(plan.dataset.sizes)
-    for name in storage.list_dir(out):
-        base = name.rstrip("/").rsplit("/", 1)[-1]
-        if base.startswith("unit_") and base[5:].isdigit():
-            sizes.add(int(base[5:]))
-    for size in sorted(sizes):
-        unit = storage.join(out, fmt.unit_dir(size))
-        storage.write_text_atomic(storage.join(unit, fmt.FAILED_UNIT),
-                                  fmt.failed_unit_notice(size, reason), out, scratch=unit)
-
-
 def _output_summary(plan, run) -> dict:
+    try:
+        return output_summary(plan)
+    except FileNotFoundError as exc:
+        raise run.missing_output(plan.dataset.output_given, exc.filename or str(exc)) from None
+
+
+def output_summary(plan) -> dict:
+    """A finished build's summary, from its stats.json and manifest.json (as `run()`
+    returns it and `transforms.WriteUnitBuild` gives it)."""
     import json
 
     out = plan.dataset.output_path
-    try:
-        stats = json.loads(storage.read_bytes(storage.join(out, fmt.STATS)))
-        manifest = json.loads(storage.read_bytes(storage.join(out, fmt.MANIFEST)))
-    except FileNotFoundError as exc:
-        raise run.missing_output(plan.dataset.output_given, exc.filename or str(exc)) from None
+    stats = json.loads(storage.read_bytes(storage.join(out, fmt.STATS)))
+    manifest = json.loads(storage.read_bytes(storage.join(out, fmt.MANIFEST)))
     given = plan.dataset.output_given
     return {"output_dir": given if storage.is_url(given) else str(Path(given)),
             "total_samples": stats["total_samples"], "total_tokens": stats["total_tokens"],
@@ -289,7 +260,7 @@ def _launch_planned(datasets, spawned, on_template_unk, on_overflow, pipeline_op
         # launcher looks still ends with notices and the marker marked failed.
         outputs = [_output_summary(plans[ds], run) for ds in sorted(plans)]
     except BaseException as exc:
-        error = failed_build(exc, lambda reason: _write_failure_notices(plans, reason, claim),
+        error = failed_build(exc, lambda reason: write_failure_notices(plans, reason, claim, log),
                              log)
         if error is not None:
             raise error from None

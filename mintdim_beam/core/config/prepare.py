@@ -73,6 +73,9 @@ def check_unit_sizes(sizes, dtype: str, max_value: int, vocab_size: int) -> None
                                       vocab_size=vocab_size)
 
 
+RECORDS = "records"
+
+
 def prepare(dataset: Dataset) -> DatasetPlan:
     tokenizer = cached_tokenizer(dataset.tokenizer_kind, dataset.tokenizer_path,
                                  dataset.tokenizer_options, dataset.tokenizer_given)
@@ -82,11 +85,14 @@ def prepare(dataset: Dataset) -> DatasetPlan:
     facts = resolve_facts(tokenizer, dataset.tokenizer_options, dataset.tokenizer_given)
     literal_specials = dataset.tokenizer_options.literal_specials
     decoder = Decoder(tokenizer)
+    # where the template's errors point: its first file, or the records of a user's
+    # pipeline (`mintdim_beam.transforms`), which have no files
+    first = dataset.files[0].given if dataset.files else RECORDS
     if dataset.dialogue is None:
-        template = compile_template(dataset.template, list(dataset.fields), dataset.files[0].given)
+        template = compile_template(dataset.template, list(dataset.fields), first)
         chat = None
         notices = literal_notices(tokenizer, decoder, template.segments,
-                                  f"template of {dataset.files[0].given}", literal_specials)
+                                  f"template of {first}", literal_specials)
     else:
         template = dialogue_template(dataset.dialogue)
         chat = load_chat_template(dataset.dialogue, facts)

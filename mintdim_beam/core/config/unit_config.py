@@ -121,14 +121,14 @@ def _refuse_repeats(files: list[ListedFile], output: str) -> None:
                                output=output)
 
 
-def check_source(source: dict):
+def check_source(source: dict, records: bool = False):
     """(files, fields, templates, dialogue settings or None); files as `ListedFile`s,
     each with the position of its entry (the arity of the per-file lists). Shared with
     pack-build's config (`pack_config`), as are `check_tokenizer` and `check_arity`."""
     kind = source_kind(source)
     if kind != "jsonl":
         dialogue = dialogue_source(source, kind)
-        return _existing(_check_files(source["files"])), [[]], [""], dialogue
+        return _listed(source, records), [[]], [""], dialogue
     files, fields, templates = _check_files(source["files"]), source["fields"], source["templates"]
     if isinstance(fields, str) or not all(
             isinstance(group, (list, tuple)) and all(isinstance(f, str) for f in group)
@@ -136,7 +136,16 @@ def check_source(source: dict):
         raise PipelineValidationError(missing=["source.fields (a list of lists of field names)"])
     if isinstance(templates, str) or not all(isinstance(t, str) for t in templates):
         raise PipelineValidationError(missing=["source.templates (a list of template strings)"])
-    return _existing(files), [list(g) for g in fields], list(templates), None
+    return _listed(source, records), [list(g) for g in fields], list(templates), None
+
+
+def _listed(source: dict, records: bool) -> list[ListedFile]:
+    """The source's files; for the records of a user's pipeline (`records`), no file:
+    one placeholder entry that the arity rules count and no dataset keeps."""
+    files = _check_files(source["files"])
+    if records:
+        return [ListedFile(0, files[0], files[0], files[0])]
+    return _existing(files)
 
 
 def check_tokenizer(tokenizer: dict) -> tuple[str, list[str], TokenizerOptions]:
@@ -230,14 +239,14 @@ def check_arity(n: int, fields, templates, tokenizers, sizes, batches, outputs, 
 _SETTINGS = ("fields", "template", "tokenizer", "sizes", "build_batch", "samples_per_shard")
 
 
-def resolve_datasets(raw: dict) -> list[Dataset]:
+def resolve_datasets(raw: dict, records: bool = False) -> list[Dataset]:
     """Validate `raw` and return the output datasets in input-file order. Unknown keys
     first (the declared schema, `schema.UNIT_BUILD`: a mistake the seed's API cannot
     make), then the seed's order: missing keys, source, tokenizer, units, output."""
     check_keys(raw, UNIT_BUILD)
     check_run_options(raw, UNIT_BUILD)  # where a config's run options came along
     _check_missing(raw)
-    files, fields, templates, dialogue = check_source(raw["source"])
+    files, fields, templates, dialogue = check_source(raw["source"], records)
     kind, tokenizers, tokenizer_options = check_tokenizer(raw["tokenizer"])
     sizes, batches = _check_units(raw["units"])
     outputs, counts = _check_output(raw["output"])
@@ -269,7 +278,8 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
     datasets = []
     for out_path, members in groups.items():
         first = members[0]
-        _refuse_repeats([m["listed"] for m in members], first["output"])
+        if not records:  # a user's records have no files to repeat
+            _refuse_repeats([m["listed"] for m in members], first["output"])
         differing = [name for name in _SETTINGS
                      if any(m[name] != first[name] for m in members[1:])]
         if differing:
@@ -278,7 +288,7 @@ def resolve_datasets(raw: dict) -> list[Dataset]:
                                      differing=differing)
         datasets.append(Dataset(
             index=len(datasets),
-            files=tuple(m["file"] for m in members),
+            files=() if records else tuple(m["file"] for m in members),
             fields=first["fields"],
             template=first["template"],
             template_file_index=first["template_file_index"],

@@ -28,6 +28,7 @@ from mintdim_beam.core.errors.train import (SpecialTokenRepeatedError, SpecialTo
                                             TrainEmptyCorpusError, TrainerAlphabetTieError,
                                             TrainerCountOverflowError, TrainerMinFrequencyError,
                                             TrainerValidationError, TrainerVocabSizeError)
+from mintdim_beam.core.errors.records import RecordKeyError, TransformArgumentError
 from mintdim_beam.core.errors.round_trip import SampleRoundTripError, TemplateRoundTripError
 from mintdim_beam.core.errors.seed import (FieldMappingError, MintDimFileNotFoundError,
                                            OutputMappingError, OutputValidationError,
@@ -74,6 +75,8 @@ __all__ = [
     "ReaderStateError",
     "ReaderArgumentError",
     "ScratchSpaceError",
+    "RecordKeyError",
+    "TransformArgumentError",
     "UnitReadValidationError",
     "UnitReadMetadataError",
     "UnitReadShardError",

@@ -27,8 +27,12 @@ class PendingError:
     local_line: int
     cls: str
     kwargs: dict
-    locator: str  # "file_line": kwargs get file= and line=; "sample": sample="file:line"
+    locator: str  # "file_line": kwargs get file= and line=; "sample": sample="file:line";
+    # "none": the kwargs say where
     local_sample: int = -1  # the line's sample number in its range (-1: not known)
+    # (source_file, source_line) a keyed record stands for (`records`): given, not
+    # derived from the numbering; () for a line of an input file
+    source: tuple = ()
 
     @property
     def order(self) -> tuple:
@@ -53,10 +57,15 @@ class ExtraTurnsPending(PendingError):
 
 def resolve(pending: PendingError, numbering: dict, datasets) -> dict:
     """The error's payload with its real file and 1-based line number."""
-    line_offset, _ = numbering[(pending.dataset, pending.file_pos, pending.range_no)]
-    line = line_offset + pending.local_line + 1
-    source_file = datasets[pending.dataset].files[pending.file_pos].given
+    if pending.source:
+        source_file, line = pending.source
+    else:
+        line_offset, _ = numbering[(pending.dataset, pending.file_pos, pending.range_no)]
+        line = line_offset + pending.local_line + 1
+        source_file = datasets[pending.dataset].files[pending.file_pos].given
     kwargs = dict(pending.kwargs)
+    if pending.locator == "none":  # the error names its place itself (`RecordKeyError`)
+        return {"class": pending.cls, "kwargs": kwargs}
     if pending.locator == "sample":
         kwargs["sample"] = f"{source_file}:{line}"
     else:

@@ -86,8 +86,15 @@ def overflow_candidates(plans, element):
                         for start, f, k in zip(starts.tolist(), full, kept)]
                 trained_kept[np.asarray(same, dtype=bool)] = 0
         parts = batch["parts"][js] if "parts" in batch else np.full(len(js), -1)
-        yield chunk_key, np.stack([js, batch["samples"][js], batch["lines"][js], totals[js],
-                                   trained_kept, parts, kept.sum(axis=1)], axis=1).astype(np.int64)
+        columns = [js, batch["samples"][js], batch["lines"][js], totals[js], trained_kept,
+                   parts, kept.sum(axis=1)]
+        if "sources" not in batch:
+            yield chunk_key, np.stack(columns, axis=1).astype(np.int64)
+            return
+        # keyed records (`records.order`): each one's source line, and names beside
+        columns.append(batch["source_lines"][js])
+        yield (chunk_key, np.stack(columns, axis=1).astype(np.int64),
+               [batch["sources"][j] for j in js.tolist()])
 
 
 def remap_unks(details, full, kept, tails=None):
@@ -142,7 +149,7 @@ def _same_completions(rule: Truncation, tokens, start: int, full, kept) -> bool:
 def number_candidates(candidates, datasets, numbering) -> dict:
     """Per-batch raw candidates -> {dataset: [Candidate]} with sample ids and lines."""
     by_ds: dict = {}
-    for chunk_key, entries in candidates:
+    for chunk_key, entries, *_ in candidates:
         ds, file_pos, range_no, _ = chunk_key
         line_offset, _ = numbering[(ds, file_pos, range_no)]
         source_file = datasets[ds].files[file_pos].given
@@ -153,7 +160,7 @@ def number_candidates(candidates, datasets, numbering) -> dict:
                       source_line=line_offset + local_line + 1,
                       trained_kept=None if trained_kept < 0 else trained_kept,
                       part=None if part < 0 else part, kept=None if kept < 0 else kept)
-            for sample_id, (j, _, local_line, token_count, trained_kept, part, kept)
+            for sample_id, (j, _, local_line, token_count, trained_kept, part, kept, *_)
             in zip(ids, entries.tolist()))
     return by_ds
 
@@ -184,8 +191,14 @@ class AssignFn(beam.DoFn):
         ds, file_pos, range_no, _ = chunk_key
         plan = self._plans[ds]
         dataset = plan.dataset
-        file_json = fmt.json_string(dataset.files[file_pos].given)
         line_offset, _ = numbering[(ds, file_pos, range_no)]
+        # Each record of a user's pipeline brings its own source (`records.order`).
+        sources = batch.get("sources")
+        if sources is None:
+            file_json = fmt.json_string(dataset.files[file_pos].given)
+            file_jsons = None
+        else:
+            file_jsons = list(map(fmt.json_string, sources))
         lengths, tokens = batch["lengths"].copy(), batch["tokens"]  # inputs are shared: copy
         totals = lengths.sum(axis=1)
         declared = assign_declared(dataset.sizes, totals)
@@ -237,7 +250,8 @@ class AssignFn(beam.DoFn):
 
         idx = written.tolist()
         sample_id_arr = numbering.sample_ids((ds, file_pos, range_no), batch["samples"])
-        line_arr = line_offset + 1 + batch["lines"]
+        line_arr = (line_offset + 1 + batch["lines"] if sources is None
+                    else batch["source_lines"])
         sample_ids, lines = sample_id_arr.tolist(), line_arr.tolist()
         unit_l, keep_l, shard_l = units.tolist(), keep.tolist(), shards.tolist()
         digests, empty, unks = batch["digests"], batch["empty"], batch["unks"]
@@ -249,7 +263,8 @@ class AssignFn(beam.DoFn):
         units_w = pick(unit_l)
         sample_rows = list(map(
             fmt.sample_row, pick(sample_ids), pick(digests), pick(keep_l), units_w,
-            itertools.repeat(file_json), pick(lines), map(shard_name, units_w, pick(shard_l)),
+            itertools.repeat(file_json) if file_jsons is None else pick(file_jsons), pick(lines),
+            map(shard_name, units_w, pick(shard_l)),
             map(empty.get, idx), itertools.repeat(None) if parts is None else pick(parts)))
         unk_rows, unk_samples, unk_tokens = [], 0, 0
         for j in sorted(unks):
@@ -258,7 +273,9 @@ class AssignFn(beam.DoFn):
             positions, fields, chars = unks[j]
             kept = [k for k, p in enumerate(positions) if p < keep_l[j]]  # after truncation
             if kept:
-                unk_rows.append(fmt.unk_row(sample_ids[j], digests[j], file_json, lines[j],
+                unk_rows.append(fmt.unk_row(sample_ids[j], digests[j],
+                                            file_json if file_jsons is None else file_jsons[j],
+                                            lines[j],
                                             [positions[k] for k in kept], [fields[k] for k in kept],
                                             [chars[k] for k in kept],
                                             None if parts is None else parts[j]))
@@ -268,7 +285,8 @@ class AssignFn(beam.DoFn):
         lossy_js = [j for j in sorted(lossy) if unit_l[j]]  # written records only
         found = [lossy[j] for j in lossy_js]
         lossy_rows = list(map(
-            fmt.lossy_row, [sample_ids[j] for j in lossy_js], itertools.repeat(file_json),
+            fmt.lossy_row, [sample_ids[j] for j in lossy_js],
+            itertools.repeat(file_json) if file_jsons is None else [file_jsons[j] for j in lossy_js],
             [lines[j] for j in lossy_js], map(_SECOND, found),
             itertools.repeat(None) if parts is None else [parts[j] for j in lossy_js]))
         # One count over every kind of the batch (a Counter.update per row cost 0.2 s a
@@ -288,6 +306,8 @@ class AssignFn(beam.DoFn):
             firsts = np.flatnonzero(np.diff(sorted_buckets, prepend=-1)).tolist()
             raw = np.frombuffer(raw, dtype="V32")[order].tobytes()  # in bucket order
             sids, rows_at = sample_id_arr[by_bucket], line_arr[by_bucket]
+            if sources is not None:
+                names = np.asarray(sources, dtype=object)[by_bucket]
             if staged:
                 write_hash_rows(hashes_path(dataset, chunk_key), raw, sids, rows_at,
                                 dataset.output_path)
@@ -296,9 +316,10 @@ class AssignFn(beam.DoFn):
                 if staged:
                     yield beam.pvalue.TaggedOutput(HASHES, (key, hash_ref(
                         file_pos, range_no, chunk_key[3], first, end)))
-                else:
+                else:  # the file's position, or each keyed record's source name
+                    where = file_pos if sources is None else names[first:end]
                     yield beam.pvalue.TaggedOutput(HASHES, (key, (
-                        raw[first * 32:end * 32], sids[first:end], file_pos, rows_at[first:end])))
+                        raw[first * 32:end * 32], sids[first:end], where, rows_at[first:end])))
 
         # Record pieces keyed by (unit, shard); a batch's samples of one shard are
         # contiguous. A run of staged samples is a range of the block; the others'

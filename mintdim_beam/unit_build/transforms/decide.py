@@ -54,15 +54,17 @@ def candidate_tables(candidates, long_lines, numbering) -> dict:
     table is allocated once and filled in place (per-batch pieces joined later left
     their freed memory to the allocator, 25 MB at 3 million samples)."""
     rows: dict = {}
-    for chunk_key, entries in candidates:
+    for chunk_key, entries, *_ in candidates:
         rows[chunk_key[0]] = rows.get(chunk_key[0], 0) + len(entries)
     for pending in long_lines:
         rows[pending.dataset] = rows.get(pending.dataset, 0) + 1
     tables = {ds: np.full((n, COLUMNS), -1, dtype=np.int64) for ds, n in rows.items()}
     filled = dict.fromkeys(rows, 0)
-    for (ds, file_pos, range_no, batch_no), entries in candidates:
+    names: dict = {}  # {dataset: {sample_id: source name}} of keyed records (`records`)
+    for (ds, file_pos, range_no, batch_no), entries, *given in candidates:
         line_offset, _ = numbering[(ds, file_pos, range_no)]
-        j, local_sample, local_line, tokens, trained_kept, part, kept = np.asarray(entries).T
+        j, local_sample, local_line, tokens, trained_kept, part, kept = \
+            np.asarray(entries)[:, :7].T
         at = filled[ds]
         table = tables[ds][at:at + len(j)]
         filled[ds] = at + len(j)
@@ -73,6 +75,9 @@ def candidate_tables(candidates, long_lines, numbering) -> dict:
         table[:, SOURCE_LINE] = line_offset + local_line + 1
         table[:, TOKENS], table[:, TRAINED_KEPT], table[:, PART] = tokens, trained_kept, part
         table[:, KEPT] = kept
+        if given:  # keyed records: each one's own source (name, and line in column 7)
+            table[:, SOURCE_LINE] = np.asarray(entries)[:, 7]
+            names.setdefault(ds, {}).update(zip(table[:, SID].tolist(), given[0]))
     for pending in long_lines:
         line_offset, _ = numbering[pending.order[:3]]
         row = tables[pending.dataset][filled[pending.dataset]]
@@ -80,28 +85,33 @@ def candidate_tables(candidates, long_lines, numbering) -> dict:
         row[[SID, FILE, RANGE, LINE, SOURCE_LINE]] = (
             numbering.sample_ids(pending.order[:3], pending.local_sample), pending.file_pos, pending.range_no,
             pending.local_line, line_offset + pending.local_line + 1)
+        if pending.source:  # a keyed record: its own source
+            row[SOURCE_LINE] = pending.source[1]
+            names.setdefault(pending.dataset, {})[int(row[SID])] = pending.source[0]
         row[LINE_BYTES] = getattr(pending, "line_bytes", -1)
         row[TRAINED_TURNS] = getattr(pending, "trained_turns", -1)
-    return {ds: table[np.lexsort(table[:, [LINE, J, BATCH, RANGE, FILE, SID]].T)]
-            for ds, table in tables.items()}
+    return ({ds: table[np.lexsort(table[:, [LINE, J, BATCH, RANGE, FILE, SID]].T)]
+             for ds, table in tables.items()}, names)
 
 
 def _none(value: int):
     return None if value < 0 else value
 
 
-def _candidates(ds: int, rows: np.ndarray, files):
-    """The table's rows as `Candidate`s, as the interactive plan numbers them."""
+def _candidates(ds: int, rows: np.ndarray, files, names=None):
+    """The table's rows as `Candidate`s, as the interactive plan numbers them; `names`:
+    keyed records' sources by sample_id (their files are no input's)."""
     for sid, fp, rn, bn, j, line, source_line, tokens, trained, part, nbytes, turns, kept \
             in rows.tolist():
         yield Candidate(order=(ds, fp, rn, bn, j, line), sample_id=sid,
-                        token_count=_none(tokens), source_file=files[fp].given,
+                        token_count=_none(tokens),
+                        source_file=names[sid] if names else files[fp].given,
                         source_line=source_line, line_bytes=_none(nbytes),
                         trained_kept=_none(trained), trained_turns=_none(turns),
                         part=_none(part), kept=_none(kept))
 
 
-def decide_dataset(ds: int, table: np.ndarray, plan, choose) -> Decided:
+def decide_dataset(ds: int, table: np.ndarray, plan, choose, names=None) -> Decided:
     """Decide a dataset's candidates in table order, writing its overflow rows."""
     dataset = plan.dataset
     decide = OverflowDecider(dataset.sizes, choose, capacity=plan.magic,
@@ -112,7 +122,8 @@ def decide_dataset(ds: int, table: np.ndarray, plan, choose) -> Decided:
     def row_text():
         for lo in range(0, len(table), _CHUNK):
             text = []
-            for i, cand in enumerate(_candidates(ds, table[lo:lo + _CHUNK], dataset.files), lo):
+            for i, cand in enumerate(_candidates(ds, table[lo:lo + _CHUNK], dataset.files,
+                                                 names), lo):
                 decided = decide(cand)
                 if decided is None:
                     yield "".join(text).encode("utf-8")
@@ -149,9 +160,10 @@ def empty_cut_reason(plan) -> str | None:
 
 def decide_all(candidates, plans, numbering, choosers, long_lines=()) -> Packed:
     """{dataset: Decided}, packed."""
-    tables = candidate_tables(candidates, long_lines, numbering)
+    tables, names = candidate_tables(candidates, long_lines, numbering)
     empty = np.zeros((0, COLUMNS), dtype=np.int64)
-    return Packed({ds: decide_dataset(ds, tables.get(ds, empty), plans[ds], choosers[ds])
+    return Packed({ds: decide_dataset(ds, tables.get(ds, empty), plans[ds], choosers[ds],
+                                      names.get(ds))
                    for ds in plans})
 
 
@@ -172,9 +184,12 @@ def _abort_error(decided: Decided, plan, max_line_bytes) -> tuple[str, dict, str
 def abort_errors(packed: Packed, plans: dict, max_line_bytes: int | None = None):
     for ds, decided in packed.unpack().items():
         if decided.abort is not None:
-            _, file_pos, range_no, _, _, local_line = decided.abort.order
+            cand = decided.abort
+            _, file_pos, range_no, _, _, local_line = cand.order
+            # its source as the decision numbered it (a keyed record's own)
             yield PendingError(ds, file_pos, range_no, local_line,
-                               *_abort_error(decided, plans[ds], max_line_bytes))
+                               *_abort_error(decided, plans[ds], max_line_bytes),
+                               source=(cand.source_file, cand.source_line))
 
 
 def outcomes_by_batch(packed: Packed) -> Packed:

@@ -61,7 +61,11 @@ def group_members(element, plans):
         return
     raw = np.frombuffer(b"".join(part[0] for part in parts), dtype="V32")
     sample_ids = np.concatenate([part[1] for part in parts])
-    file_pos = np.concatenate([np.full(len(part[1]), part[2]) for part in parts])
+    # each entry's file position, or for keyed records its source name (`records`)
+    keyed = any(np.ndim(part[2]) for part in parts)
+    file_pos = np.concatenate([part[2] if np.ndim(part[2]) else
+                               np.full(len(part[1]), part[2], dtype=object if keyed else None)
+                               for part in parts])
     lines = np.concatenate([part[3] for part in parts])
     # Grouped by the 32 raw bytes of each hash, which sort as their hex does: 7 times
     # faster than a unique over the hex strings as a numpy string array.
@@ -80,7 +84,7 @@ def group_members(element, plans):
         members = groups[g]
         sids = sample_ids[members].tolist()
         row = fmt.duplicate_row(raw[members[0]].tobytes().hex(), [
-            (sid, files[fp].given, line)
+            (sid, fp if type(fp) is str else files[fp].given, line)
             for sid, fp, line in zip(sids, file_pos[members].tolist(), lines[members].tolist())])
         yield sids[0], len(sids), row
 

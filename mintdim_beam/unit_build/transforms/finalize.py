@@ -44,15 +44,31 @@ def first_lossy(plan, part_path: str) -> dict:
 
 
 class FinalizeFn(beam.DoFn):
-    def __init__(self, plans: dict):
+    def __init__(self, plans: dict, claim=None):
         self._plans = plans
+        self._claim = claim  # a user's pipeline: the notices are written here (`notices`)
         self._faults = BundleFaults("finalize")
 
     def start_bundle(self):
         self._faults.start_bundle()
 
-    def process(self, ds, error, packed_plans, stats, file_parts, dup_parts, shards,
-                rejected, numbering, inputs):
+    def process(self, ds, *sides):
+        if self._claim is None:
+            yield from self._finalize(ds, *sides)
+            return
+        try:
+            yield from self._finalize(ds, *sides)
+        except WorkerFailure as exc:  # the build's own error: notices, then raise it
+            from mintdim_beam.core.errors.failures import recover
+            from mintdim_beam.unit_build.notices import write_failure_notices
+
+            error = recover(exc)
+            reason = f"{type(error or exc).__name__}: {error or exc}"  # as the launcher's
+            write_failure_notices({ds: self._plans[ds]}, reason, self._claim, _warn)
+            raise
+
+    def _finalize(self, ds, error, packed_plans, stats, file_parts, dup_parts, shards,
+                  rejected, numbering, inputs):
         overflow_plans = packed_plans.unpack()
         if error is not None:
             raise WorkerFailure(error)
@@ -124,13 +140,21 @@ class FinalizeFn(beam.DoFn):
         yield ds, out
 
 
+def _warn(message: str) -> None:
+    import logging
+
+    logging.getLogger("mintdim_beam").warning("[unit-build] %s", message)
+
+
 class Finalize(beam.PTransform):
     """One finalize per dataset, after every shard and part exists (side inputs); the
-    index parts arrive as `join_parts.PartsOfFiles` numbers them."""
+    index parts arrive as `join_parts.PartsOfFiles` numbers them. With a `claim` (a
+    user's pipeline, no launcher waiting) it writes the failure notices itself."""
 
-    def __init__(self, plans, datasets, sides: dict):
+    def __init__(self, plans, datasets, sides: dict, claim=None):
         super().__init__()
         self._plans, self._datasets, self._sides = plans, datasets, sides
+        self._claim = claim
 
     def expand(self, pbegin):
         s = self._sides
@@ -139,7 +163,7 @@ class Finalize(beam.PTransform):
         return (pbegin
                 | "Datasets" >> beam.Create(sorted(self._plans))
                 | "FinalizeDataset" >> beam.ParDo(
-                    FinalizeFn(self._plans),
+                    FinalizeFn(self._plans, self._claim),
                     beam.pvalue.AsSingleton(error),
                     beam.pvalue.AsSingleton(s["overflow_plans"]),
                     beam.pvalue.AsDict(s["stats"]),

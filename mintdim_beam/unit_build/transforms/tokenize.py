@@ -123,8 +123,9 @@ class TokenizeFn(beam.DoFn):
     def _crash(self, chunk_key, batch, returncode: int) -> dict:
         """The payload of an `EncoderCrashError` for the batch whose reply never came."""
         ds, file_pos, range_no, _ = chunk_key
+        files = self._plans[ds].dataset.files
         return EncoderCrashError(
-            file=self._plans[ds].dataset.files[file_pos].given,
+            file=files[file_pos].given if files else "records",
             lines=batch_lines(batch["lines"],
                               self._range_starts.get(ds, {}).get(chunk_key[:3])),
             reason=exit_reason(returncode)).to_payload()

@@ -1,0 +1,172 @@
+"""Keyed records -> the batches the writing half of a unit-build takes, in key order.
+
+The key space is cut into `buckets` ranges at quantiles of a sample of the keys; each
+range is one group, sorted there, and becomes one virtual "range" of the numbering
+(`number_ranges`: its count of samples), so sample ids run dense from 0 in key order
+without any step holding every key. Where the cuts fall changes which worker sorts
+what, never a byte of the output (equal keys always share a range). Each batch carries
+its records' sources (`sources`, `source_lines`), which the indices print instead of a
+file's name and line."""
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+
+import apache_beam as beam
+import numpy as np
+
+from mintdim_beam.core.errors.failures import PendingError
+from mintdim_beam.records.keys import KeyTypeError, key_text, sort_key, source_of
+
+COUNTS = "range_counts"
+ERRORS = "errors"
+SAMPLE_PER_BUCKET = 32  # keys sampled per range to place the cuts
+
+
+def with_sort_key(element):
+    """(key, record) -> (sort key bytes, key, record); a key no order can take stops
+    the build with `RecordKeyError`."""
+    from mintdim_beam.core.errors import RecordKeyError
+    from mintdim_beam.records.tokenize import raise_worker
+
+    if type(element) is not tuple or len(element) != 2:
+        raise_worker(RecordKeyError(key=repr(element)[:200], problem=(
+            "WriteUnitBuild takes (key, record) pairs: key the records first, "
+            "for example beam.Map(lambda r: ((r['file'], r['line']), r)) before TokenizeRecords")))
+    key, record = element
+    try:
+        return sort_key(key), key, record
+    except KeyTypeError as exc:
+        raise_worker(RecordKeyError(key=repr(key)[:200], problem=str(exc)))
+
+
+def cut_points(sampled: list, buckets: int) -> list:
+    """`buckets - 1` sort keys at the sample's quantiles (fewer when it is small)."""
+    keys = sorted(set(sampled))
+    if buckets <= 1 or not keys:
+        return []
+    return sorted({keys[len(keys) * i // buckets] for i in range(1, buckets)})
+
+
+class OrderBucketFn(beam.DoFn):
+    """One key range's records -> its batches of `build_batch` samples in key order
+    (the records of a split dialogue together), its count, and pending errors: bad
+    rows, skipped dialogues, and a key that repeats."""
+
+    def __init__(self, plan):
+        self._plan = plan
+
+    def process(self, element):
+        bucket, items = element
+        items = sorted(items, key=lambda item: (item[0], _part(item[2])))
+        size, range_key = self._plan.dataset.build_batch, (0, bucket, 0)
+        batch, batch_no, sample = [], 0, 0
+        i = 0
+        while i < len(items):
+            end = i + 1
+            while end < len(items) and items[end][0] == items[i][0]:
+                end += 1
+            group = items[i:end]
+            i = end
+            key = group[0][1]
+            source = source_of(key, group[0][2].get("source"))
+            repeated = _repeated(group)
+            if repeated:
+                yield beam.pvalue.TaggedOutput(ERRORS, PendingError(
+                    0, bucket, 0, sample, "RecordKeyError",
+                    {"key": key_text(key), "problem": repeated}, "none", local_sample=sample,
+                    source=source))
+            elif "error" in group[0][2]:
+                error = group[0][2]["error"]
+                yield beam.pvalue.TaggedOutput(ERRORS, _placed(error, bucket, sample, source))
+            else:
+                batch.append((sample, source, [item[2] for item in group]))
+            sample += 1
+            if len(batch) >= size:
+                yield _batch(range_key + (batch_no,), batch)
+                batch, batch_no = [], batch_no + 1
+        if batch:
+            yield _batch(range_key + (batch_no,), batch)
+        yield beam.pvalue.TaggedOutput(COUNTS, (range_key, (sample, sample)))
+
+
+def _part(record) -> int:
+    part = record.get("part")
+    return -1 if part is None else part
+
+
+def _repeated(group) -> str:
+    """Why a key's records cannot be one row's, or ""."""
+    if len(group) == 1:
+        return ""
+    parts = [item[2].get("part") for item in group]
+    if None in parts or any("error" in item[2] for item in group) or \
+            parts != list(range(len(parts))):
+        return f"the key is given to {_rows(group)} rows (each row needs a key of its own)"
+    return ""
+
+
+def _rows(group) -> str:
+    starts = sum(1 for item in group if item[2].get("part") in (None, 0))
+    return str(max(starts, 2))
+
+
+def _placed(error, bucket: int, sample: int, source) -> PendingError:
+    """A row's pending error at its place in the key order."""
+    import dataclasses
+
+    return dataclasses.replace(error, dataset=0, file_pos=bucket, range_no=0,
+                               local_line=sample, local_sample=sample, source=source)
+
+
+def _batch(chunk_key, rows):
+    """(chunk key, tokenized batch) as `Tokenize` gives one, with the rows' sources."""
+    records = [(sample, source, record) for sample, source, group in rows for record in group]
+    samples = np.asarray([sample for sample, _, _ in records], dtype=np.int64)
+    lengths = np.stack([record["lengths"] for _, _, record in records])
+    tokens = np.concatenate([record["ids"] for _, _, record in records])
+    batch = {"samples": samples, "lines": samples.copy(),
+             "digests": [record["hash"] for _, _, record in records],
+             "empty": {j: record["empty_fields"] for j, (_, _, record) in enumerate(records)
+                       if record["empty_fields"]},
+             "lengths": lengths, "tokens": tokens,
+             "unks": {j: record["unks"] for j, (_, _, record) in enumerate(records)
+                      if record["unks"] is not None},
+             "lossy": {j: record["lossy"] for j, (_, _, record) in enumerate(records)
+                       if record["lossy"] is not None},
+             "engines": dict(Counter(record["engine"] for _, _, record in records
+                                     if record["engine"] is not None)),
+             "sources": [source[0] for _, source, _ in records],
+             "source_lines": np.asarray([source[1] for _, source, _ in records],
+                                        dtype=np.int64)}
+    if records[0][2]["part"] is not None:
+        batch["parts"] = np.asarray([record["part"] for _, _, record in records],
+                                    dtype=np.int64)
+    return chunk_key, batch
+
+
+class KeyOrder(beam.PTransform):
+    """(key, record) pairs -> {"tokenized", "range_counts", "errors"} in key order,
+    over `buckets` key ranges."""
+
+    def __init__(self, plan, buckets: int):
+        super().__init__()
+        self._plan, self._buckets = plan, buckets
+
+    def expand(self, keyed):
+        buckets = self._buckets
+        sorted_keys = keyed | "SortKeys" >> beam.Map(with_sort_key)
+        cuts = (sorted_keys
+                | "KeysOnly" >> beam.Map(lambda item: item[0])
+                | "SampleKeys" >> beam.combiners.Sample.FixedSizeGlobally(
+                    buckets * SAMPLE_PER_BUCKET)
+                | "Cuts" >> beam.Map(cut_points, buckets))
+        ordered = (sorted_keys
+                   | "ToRanges" >> beam.Map(lambda item, at: (bisect.bisect_right(at, item[0]),
+                                                              item),
+                                            beam.pvalue.AsSingleton(cuts))
+                   | "GroupRanges" >> beam.GroupByKey()
+                   | "OrderRange" >> beam.ParDo(OrderBucketFn(self._plan)).with_outputs(
+                       COUNTS, ERRORS, main="tokenized"))
+        return {"tokenized": ordered.tokenized, COUNTS: ordered[COUNTS],
+                ERRORS: ordered[ERRORS]}
