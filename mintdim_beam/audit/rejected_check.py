@@ -62,6 +62,10 @@ def check_rejected(manifest: dict, files: dict, read_text, add, source_files) ->
         if fmt.jsonl_row(row) != raw:
             add(rel, line, "not the canonical line of its row")
         source, number = row["source_file"], row["source_line"]
+        if not order:  # records of a user's pipeline (`transforms`): no input files
+            if type(source) is not str or type(number) is not int or number < 1:
+                add(rel, line, f"source {source!r}:{number!r} is not a name and positive line")
+            continue
         if source not in order:
             add(rel, line, f"source_file {source!r} is not an input of the build")
             continue

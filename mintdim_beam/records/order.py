@@ -19,7 +19,8 @@ from mintdim_beam.core.errors.failures import PendingError
 from mintdim_beam.records.keys import KeyTypeError, key_text, sort_key, source_of
 
 COUNTS = "range_counts"
-ERRORS = "errors"
+ERRORS = "errors"  # the rows' own: bad rows (rejected under skip), skipped dialogues
+KEY_ERRORS = "key_errors"  # a repeated key: an error whatever the bad-row policy
 SAMPLE_PER_BUCKET = 32  # keys sampled per range to place the cuts
 
 
@@ -72,7 +73,7 @@ class OrderBucketFn(beam.DoFn):
             source = source_of(key, group[0][2].get("source"))
             repeated = _repeated(group)
             if repeated:
-                yield beam.pvalue.TaggedOutput(ERRORS, PendingError(
+                yield beam.pvalue.TaggedOutput(KEY_ERRORS, PendingError(
                     0, bucket, 0, sample, "RecordKeyError",
                     {"key": key_text(key), "problem": repeated}, "none", local_sample=sample,
                     source=source))
@@ -146,7 +147,8 @@ def _batch(chunk_key, rows):
 
 
 class KeyOrder(beam.PTransform):
-    """(key, record) pairs -> {"tokenized", "range_counts", "errors"} in key order,
+    """(key, record) pairs -> {"tokenized", "range_counts", "errors", "key_errors"} in
+    key order,
     over `buckets` key ranges."""
 
     def __init__(self, plan, buckets: int):
@@ -167,6 +169,6 @@ class KeyOrder(beam.PTransform):
                                             beam.pvalue.AsSingleton(cuts))
                    | "GroupRanges" >> beam.GroupByKey()
                    | "OrderRange" >> beam.ParDo(OrderBucketFn(self._plan)).with_outputs(
-                       COUNTS, ERRORS, main="tokenized"))
+                       COUNTS, ERRORS, KEY_ERRORS, main="tokenized"))
         return {"tokenized": ordered.tokenized, COUNTS: ordered[COUNTS],
-                ERRORS: ordered[ERRORS]}
+                ERRORS: ordered[ERRORS], KEY_ERRORS: ordered[KEY_ERRORS]}

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import apache_beam as beam
 
 from mintdim_beam.core.inputs.source import number_ranges
-from mintdim_beam.records.order import COUNTS, ERRORS, KeyOrder
+from mintdim_beam.records.order import COUNTS, ERRORS, KEY_ERRORS, KeyOrder
 from mintdim_beam.runtime.apply_to_all import ApplyToAll
 from mintdim_beam.runtime.rejected_rows import split_rejected
 
@@ -43,6 +43,7 @@ class WriteKeyedUnits(beam.PTransform):
         p, plan, buckets = keyed.pipeline, self._plan, self._buckets
         ordered = keyed | "KeyOrder" >> KeyOrder(plan, buckets)
         errors, rejected = split_rejected(p, ordered[ERRORS], {0} if plan.bad_rows.skip else set())
+        errors = (errors, ordered[KEY_ERRORS]) | "WithKeyErrors" >> beam.Flatten()
         ranges = KeyRanges(0, range(buckets))
         numbering = ordered[COUNTS] | "NumberRecords" >> ApplyToAll(
             lambda counts, gone: number_ranges([ranges], dict(counts), gone),

@@ -1,0 +1,133 @@
+"""`mintdim_beam.transforms` in a user's own pipeline: rows from beam.Create or
+ReadFromParquet, keyed (file, line), through TokenizeRecords and WriteUnitBuild give
+the bytes of the file build (shards, indices, histogram, stats, summary) on the
+in-process and multi-process runners; a repeated key, a bad config and a taken output
+are refused as the build refuses them."""
+import json
+
+import pytest
+
+from conftest import IN_MEMORY, MULTI_PROCESS
+from records_corpus import (FIELDS, SIZES, TEMPLATE, TOKENIZER, build_from_files,
+                            build_from_rows, file_rows, same_build, write_corpus)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    work = tmp_path_factory.mktemp("records")
+    write_corpus(work)
+    summary = build_from_files(work, "from_files", IN_MEMORY)
+    return work, summary
+
+
+def _without_dir(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k != "output_dir"}
+
+
+@pytest.mark.parametrize("options", [IN_MEMORY, MULTI_PROCESS], ids=["in-process", "multi-process"])
+def test_rows_keyed_by_file_and_line_give_the_file_build_bytes(corpus, options):
+    work, want = corpus
+    name = f"rows_{len(options)}"
+    got, = build_from_rows(work, name, options)
+    assert same_build(work, name, "from_files") == []
+    assert _without_dir(got) == _without_dir(want)
+    assert want["rejected_rows"] == 2 and want["total_samples"] > 290  # the corpus has them
+    index = (work / name / "sample_index.jsonl").read_text().splitlines()
+    first = json.loads(index[0])
+    assert (first["source_file"], first["source_line"]) == ("a.jsonl", 1)
+    from mintdim_beam.audit.verify import verify_output
+
+    assert verify_output(str(work / name)).ok
+
+
+def test_the_key_decides_the_sample_ids_not_the_order_rows_arrive(corpus):
+    work, _ = corpus
+    rows = file_rows(work)
+    got, = build_from_rows(work, "reversed", IN_MEMORY, rows=rows[::-1], key_buckets=1)
+    assert same_build(work, "reversed", "from_files") == []
+    assert got["total_samples"] > 0
+
+
+def test_rows_read_from_parquet_with_provenance_fields(corpus):
+    """ReadFromParquet -> keyed by the row's own (file, line) columns, named as its
+    provenance: the same build."""
+    import apache_beam as beam
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from mintdim_beam.transforms import TokenizeRecords, WriteUnitBuild
+
+    work, want = corpus
+    rows = file_rows(work)
+    table = pa.table({**{f: [r.get(f) for _, r in rows] for f in FIELDS},
+                      "src": [k[0] for k, _ in rows], "ln": [k[1] for k, _ in rows]})
+    pq.write_table(table, work / "rows.parquet", row_group_size=64)
+    tokenize = TokenizeRecords(TOKENIZER, fields=FIELDS, template=TEMPLATE, build_batch=40,
+                               provenance=("src", "ln"))
+    with beam.Pipeline(options=PipelineOptions(IN_MEMORY)) as p:
+        (p
+         | beam.io.ReadFromParquet(str(work / "rows.parquet"))
+         # a missing field comes back as None from Parquet: drop it, as the JSONL lacks it
+         | beam.Map(lambda r: ((r["src"], r["ln"]), {k: v for k, v in r.items() if v is not None}))
+         | tokenize
+         | WriteUnitBuild(str(work / "parquet"), SIZES, tokenize=tokenize, samples_per_shard=70,
+                          on_overflow="truncate", on_bad_row="skip"))
+    # the one difference: the missing field's reason lists the row's keys, src and ln too
+    assert same_build(work, "parquet", "from_files") == ["rejected_index.jsonl"]
+    got, want = ([json.loads(line) for line in (work / name / "rejected_index.jsonl")
+                  .read_text().splitlines()] for name in ("parquet", "from_files"))
+    assert [{**row, "reason": ""} for row in got] == [{**row, "reason": ""} for row in want]
+    assert "src, ln" in got[0]["reason"]
+
+
+def test_a_repeated_key_stops_the_build_naming_it(tmp_path):
+    from mintdim_beam.errors import RecordKeyError
+
+    write_corpus(tmp_path)
+    rows = file_rows(tmp_path)[:50]
+    rows.append((rows[7][0], rows[9][1]))  # another row under the key of the eighth
+    with pytest.raises(Exception) as caught:
+        build_from_rows(tmp_path, "repeated", IN_MEMORY, rows=rows)
+    from mintdim_beam.core.errors.failures import recover
+
+    error = recover(caught.value)
+    assert isinstance(error, RecordKeyError), caught.value
+    assert error.kwargs["key"] == json.dumps(["a.jsonl", rows[7][0][1]])
+    out = tmp_path / "repeated"
+    assert not (out / "manifest.json").exists()
+    notice = (out / "unit_64" / "UNIT_BUILD_FAILED.md").read_text()
+    assert "RecordKeyError" in notice
+    assert json.loads((out / "_mintdim_build.json").read_text())["state"] == "failed"
+
+
+def test_keys_order_across_kinds_and_components():
+    from mintdim_beam.records.keys import sort_key
+
+    keys = [b"", b"\x00", b"a", "", "a", "a\x00", "ab", "é", -5, 0, 7, 1 << 40,
+            ("a", 2), ("a", 10), ("a\x00", 1), ("b", "x"), ("b", -1)]
+    assert sorted(keys, key=sort_key) == keys
+    assert [sort_key(k) for k in keys] == sorted(sort_key(k) for k in keys)
+
+
+def test_bad_arguments_are_refused_before_any_output(tmp_path):
+    from mintdim_beam.errors import (RecordKeyError, TransformArgumentError,  # noqa: F401
+                                     UnitValidationError, OutputValidationError)
+    from mintdim_beam.transforms import TokenizeRecords, WriteUnitBuild
+    import apache_beam as beam
+
+    tokenize = TokenizeRecords(TOKENIZER, fields=FIELDS, template=TEMPLATE)
+    with pytest.raises(TransformArgumentError):
+        WriteUnitBuild(str(tmp_path / "o"), SIZES, tokenize="not a TokenizeRecords")
+    with pytest.raises(TransformArgumentError):
+        WriteUnitBuild(str(tmp_path / "o"), SIZES, tokenize=tokenize, on_overflow="prompt")
+    p = beam.Pipeline()
+    rows = p | beam.Create([(("a", 1), {"instruction": "x", "input": "", "output": "y"})])
+    with pytest.raises(UnitValidationError):
+        rows | "Bad units" >> WriteUnitBuild(str(tmp_path / "o"), [0, 64], tokenize=tokenize)
+    assert not (tmp_path / "o").exists()
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "somebody.txt").write_text("mine")
+    with pytest.raises(OutputValidationError):
+        rows | "Taken" >> WriteUnitBuild(str(tmp_path / "taken"), SIZES, tokenize=tokenize)
+    assert sorted(p.name for p in (tmp_path / "taken").iterdir()) == ["somebody.txt"]
