@@ -20,7 +20,6 @@ from mintdim_beam.core.config.bad_rows import bad_rows
 __all__ = ["TokenizeRecords", "WriteUnitBuild"]
 
 DEFAULT_BUILD_BATCH = 1000
-DEFAULT_KEY_BUCKETS = 16
 
 
 class TokenizeRecords(beam.PTransform):
@@ -71,7 +70,8 @@ class WriteUnitBuild(beam.PTransform):
     units: the unit sizes; tokenize: the `TokenizeRecords` that made the records;
     samples_per_shard; on_overflow: "abort" | "truncate" | "skip" | "extend"
     (no prompt: nobody is there to answer); on_bad_row / max_rejected / on_lossy as
-    the build's; key_buckets: the key ranges sorted apart (speed only, never bytes).
+    the build's; key_buckets: the key ranges sorted apart (default: one per 50,000
+    records; speed and memory only, never bytes).
 
     The output is checked and claimed when the transform is applied; a failure found
     by the build (a bad row, an overflow under abort, a repeated key) leaves
@@ -80,7 +80,7 @@ class WriteUnitBuild(beam.PTransform):
     def __init__(self, output: str, units, *, tokenize: TokenizeRecords,
                  samples_per_shard: int = 10000, on_overflow: str = "abort",
                  on_bad_row: str = "abort", max_rejected: float | None = None,
-                 on_lossy: str = "continue", key_buckets: int = DEFAULT_KEY_BUCKETS):
+                 on_lossy: str = "continue", key_buckets: int | None = None):
         super().__init__()
         from mintdim_beam.core.errors import TransformArgumentError
         from mintdim_beam.unit_build.launch import check_policies
@@ -89,7 +89,7 @@ class WriteUnitBuild(beam.PTransform):
             raise TransformArgumentError(
                 transform="WriteUnitBuild", argument=f"tokenize={tokenize!r}"[:200],
                 problem="it must be the TokenizeRecords that made the records")
-        if type(key_buckets) is not int or key_buckets < 1:
+        if key_buckets is not None and (type(key_buckets) is not int or key_buckets < 1):
             raise TransformArgumentError(transform="WriteUnitBuild",
                                          argument=f"key_buckets={key_buckets!r}",
                                          problem="a positive int")

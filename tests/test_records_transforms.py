@@ -131,3 +131,43 @@ def test_bad_arguments_are_refused_before_any_output(tmp_path):
     with pytest.raises(OutputValidationError):
         rows | "Taken" >> WriteUnitBuild(str(tmp_path / "taken"), SIZES, tokenize=tokenize)
     assert sorted(p.name for p in (tmp_path / "taken").iterdir()) == ["somebody.txt"]
+
+
+def test_dialogues_split_into_records_give_the_file_build_bytes(tmp_path):
+    """Chat rows whose extra turns split them into several records (the parts of one
+    key), through the tokenizer's own chat template: the file build's bytes."""
+    import shutil
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from mintdim_beam import pipeline
+    from mintdim_beam.transforms import TokenizeRecords, WriteUnitBuild
+    from records_corpus import REPO
+
+    chat = REPO / "examples/chat"
+    for name in ("dialogues.jsonl", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(chat / name, tmp_path / name)
+    source = {"format": "messages", "chat_template": "tokenizer", "max_turns": 1,
+              "on_extra_turns": "split"}
+    tokenizer = {"type": "hf_json", "files": [str(tmp_path / "tokenizer.json")],
+                 "config": str(tmp_path / "tokenizer_config.json")}
+    job = pipeline("unit-build").source.chat(files=[str(tmp_path / "dialogues.jsonl")], **source)
+    job = job.tokenizer.hf_json(files=tokenizer["files"], config=tokenizer["config"]).units(
+        sizes=[[128, 256, 512]], build_batch=[64]).output.dir(
+        str(tmp_path / "from_files"), samples_per_shard=[100])
+    want = job.run(on_overflow="truncate", on_template_unk="abort",
+                   pipeline_options=list(IN_MEMORY))["outputs"][0]
+    rows = [((str(tmp_path / "dialogues.jsonl"), n), json.loads(line)) for n, line in
+            enumerate((tmp_path / "dialogues.jsonl").read_text().splitlines(), 1)
+            if line.strip()]
+    tokenize = TokenizeRecords(tokenizer, chat={"type": "chat", **source}, build_batch=64)
+    with beam.Pipeline(options=PipelineOptions(IN_MEMORY)) as p:
+        (p | beam.Create(rows) | tokenize
+         | WriteUnitBuild(str(tmp_path / "rows"), [128, 256, 512], tokenize=tokenize,
+                          samples_per_shard=100, on_overflow="truncate", key_buckets=2))
+    assert same_build(tmp_path, "rows", "from_files") == []
+    index = [json.loads(line) for line in
+             (tmp_path / "rows" / "sample_index.jsonl").read_text().splitlines()]
+    assert any(row.get("part", 0) > 0 for row in index)  # dialogues were split
+    assert want["total_samples"] == len(index)

@@ -1,6 +1,6 @@
 """Keyed records -> the batches the writing half of a unit-build takes, in key order.
 
-The key space is cut into `buckets` ranges at quantiles of a sample of the keys; each
+The key space is cut into ranges (`range_count`) at quantiles of a sample of the keys; each
 range is one group, sorted there, and becomes one virtual "range" of the numbering
 (`number_ranges`: its count of samples), so sample ids run dense from 0 in key order
 without any step holding every key. Where the cuts fall changes which worker sorts
@@ -21,7 +21,9 @@ from mintdim_beam.records.keys import KeyTypeError, key_text, sort_key, source_o
 COUNTS = "range_counts"
 ERRORS = "errors"  # the rows' own: bad rows (rejected under skip), skipped dialogues
 KEY_ERRORS = "key_errors"  # a repeated key: an error whatever the bad-row policy
-SAMPLE_PER_BUCKET = 32  # keys sampled per range to place the cuts
+SAMPLED_KEYS = 1 << 16  # keys sampled to place the cuts (a reservoir per bundle, merged)
+RANGE_RECORDS = 50_000  # records per key range, when the ranges are counted for the corpus
+MAX_RANGES = 8192  # at most SAMPLED_KEYS / 8: every cut between distinct sampled keys
 
 
 def with_sort_key(element):
@@ -39,6 +41,14 @@ def with_sort_key(element):
         return sort_key(key), key, record
     except KeyTypeError as exc:
         raise_worker(RecordKeyError(key=repr(key)[:200], problem=str(exc)))
+
+
+def range_count(records: int, buckets: int | None) -> int:
+    """The key ranges: `buckets` if given, else one per RANGE_RECORDS records (at most
+    MAX_RANGES: past 400 million records a range holds more)."""
+    if buckets is not None:
+        return buckets
+    return max(1, min(MAX_RANGES, -(-records // RANGE_RECORDS)))
 
 
 def cut_points(sampled: list, buckets: int) -> list:
@@ -148,21 +158,21 @@ def _batch(chunk_key, rows):
 
 class KeyOrder(beam.PTransform):
     """(key, record) pairs -> {"tokenized", "range_counts", "errors", "key_errors"} in
-    key order,
-    over `buckets` key ranges."""
+    key order, over `buckets` key ranges (None: one per RANGE_RECORDS records)."""
 
-    def __init__(self, plan, buckets: int):
+    def __init__(self, plan, buckets: int | None = None):
         super().__init__()
-        self._plan, self._buckets = plan, buckets
+        self._plan, self._buckets = plan, buckets  # None: counted (`range_count`)
 
     def expand(self, keyed):
         buckets = self._buckets
         sorted_keys = keyed | "SortKeys" >> beam.Map(with_sort_key)
-        cuts = (sorted_keys
-                | "KeysOnly" >> beam.Map(lambda item: item[0])
-                | "SampleKeys" >> beam.combiners.Sample.FixedSizeGlobally(
-                    buckets * SAMPLE_PER_BUCKET)
-                | "Cuts" >> beam.Map(cut_points, buckets))
+        keys = sorted_keys | "KeysOnly" >> beam.Map(lambda item: item[0])
+        records = keys | "CountKeys" >> beam.combiners.Count.Globally()
+        cuts = (keys
+                | "SampleKeys" >> beam.combiners.Sample.FixedSizeGlobally(SAMPLED_KEYS)
+                | "Cuts" >> beam.Map(lambda sampled, n: cut_points(sampled, range_count(n, buckets)),
+                                     beam.pvalue.AsSingleton(records)))
         ordered = (sorted_keys
                    | "ToRanges" >> beam.Map(lambda item, at: (bisect.bisect_right(at, item[0]),
                                                               item),

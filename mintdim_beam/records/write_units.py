@@ -17,9 +17,8 @@ from mintdim_beam.runtime.rejected_rows import split_rejected
 
 
 class KeyRanges(NamedTuple):
-    """What `number_ranges` needs of a dataset: its index, and one "file" per key range."""
+    """What `number_ranges` needs of a dataset whose "files" are key ranges: its index."""
     index: int
-    files: range
 
 
 def summary(finalized, plan) -> dict:
@@ -32,7 +31,7 @@ def summary(finalized, plan) -> dict:
 class WriteKeyedUnits(beam.PTransform):
     """(key, record) pairs -> one summary dict, the build written and finalized."""
 
-    def __init__(self, plan, chooser, claim, buckets: int):
+    def __init__(self, plan, chooser, claim, buckets: int | None):
         super().__init__()
         self._plan, self._chooser, self._claim = plan, chooser, claim
         self._buckets = buckets
@@ -44,7 +43,7 @@ class WriteKeyedUnits(beam.PTransform):
         ordered = keyed | "KeyOrder" >> KeyOrder(plan, buckets)
         errors, rejected = split_rejected(p, ordered[ERRORS], {0} if plan.bad_rows.skip else set())
         errors = (errors, ordered[KEY_ERRORS]) | "WithKeyErrors" >> beam.Flatten()
-        ranges = KeyRanges(0, range(buckets))
+        ranges = KeyRanges(0)
         numbering = ordered[COUNTS] | "NumberRecords" >> ApplyToAll(
             lambda counts, gone: number_ranges([ranges], dict(counts), gone),
             beam.pvalue.AsList(rejected))

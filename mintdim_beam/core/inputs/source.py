@@ -432,7 +432,9 @@ def number_ranges(datasets, counts: dict, rejected=()) -> Numbering:
         ranges_by_file.setdefault((ds, file_pos), []).append(range_no)
     for dataset in datasets:
         sample_offset = 0
-        for file_pos in range(len(dataset.files)):
+        # the files with ranges, in order (a file without any adds nothing); so a
+        # dataset whose "files" are key ranges (`records.order`) need not list them
+        for file_pos in sorted(fp for ds, fp in ranges_by_file if ds == dataset.index):
             line_offset = 0
             for range_no in sorted(ranges_by_file.get((dataset.index, file_pos), [])):
                 key = (dataset.index, file_pos, range_no)
