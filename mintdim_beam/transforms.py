@@ -17,7 +17,7 @@ import apache_beam as beam
 
 from mintdim_beam.core.config.bad_rows import bad_rows
 
-__all__ = ["TokenizeRecords", "WriteUnitBuild"]
+__all__ = ["TokenizeRecords", "WriteUnitBuild", "WritePackBuild"]
 
 DEFAULT_BUILD_BATCH = 1000
 
@@ -32,17 +32,19 @@ class TokenizeRecords(beam.PTransform):
     template; or chat: a chat or preference source block without files ({"type":
     "chat", "chat_template": ..., "format": ..., "max_turns": ...});
     provenance: (file field, line field) of each row, its source in the indices;
+    documents: True for a pack-build's documents (the row's template as one plain
+    text, no segments: `WritePackBuild` takes them);
     build_batch: rows encoded per call (speed only, never bytes).
 
     A keyed row gives (key, record); a bare row a bare record. A record is a dict:
     ids (every segment's ids, one array), lengths (per segment), segments and kinds
     (the template's names and kinds), hash, empty_fields, unks, lossy, part, engine,
-    source. A row the template cannot take gives a record with `error` instead, which
+    source (a document: ids, source, engine). A row the template cannot take gives a record with `error` instead, which
     `WriteUnitBuild` reports (or skips, under on_bad_row="skip") at its key."""
 
     def __init__(self, tokenizer: dict, *, fields=None, template=None, chat=None,
-                 provenance=None, build_batch: int = DEFAULT_BUILD_BATCH,
-                 encoder_processes: int | None = None):
+                 documents: bool = False, provenance=None,
+                 build_batch: int = DEFAULT_BUILD_BATCH, encoder_processes: int | None = None):
         super().__init__()
         from mintdim_beam.records.settings import source_block, tokenize_plan
 
@@ -50,11 +52,22 @@ class TokenizeRecords(beam.PTransform):
         self.source = source_block(fields, template, chat)
         self.tokenizer = dict(tokenizer) if isinstance(tokenizer, dict) else tokenizer
         self.build_batch = build_batch
-        self.plan = tokenize_plan(self.source, self.tokenizer, build_batch)
+        self.documents = documents
+        if documents:  # a pack-build's documents: one plain text per row
+            from mintdim_beam.records.pack import document_plan
+
+            self.plan = document_plan(self.source, self.tokenizer, build_batch)
+        else:
+            self.plan = tokenize_plan(self.source, self.tokenizer, build_batch)
         self._provenance = tuple(provenance) if provenance is not None else None
         self._encoder_processes = encoder_processes
 
     def expand(self, rows):
+        if self.documents:
+            from mintdim_beam.records.pack import TokenizeDocuments
+
+            return rows | "TokenizeDocuments" >> TokenizeDocuments(
+                self.plan, self._provenance, self.build_batch)
         from mintdim_beam.records.tokenize import TokenizeRecordsStages
 
         return rows | "TokenizeRecords" >> TokenizeRecordsStages(
@@ -85,10 +98,11 @@ class WriteUnitBuild(beam.PTransform):
         from mintdim_beam.core.errors import TransformArgumentError
         from mintdim_beam.unit_build.launch import check_policies
 
-        if not isinstance(tokenize, TokenizeRecords):
+        if not isinstance(tokenize, TokenizeRecords) or tokenize.documents:
             raise TransformArgumentError(
                 transform="WriteUnitBuild", argument=f"tokenize={tokenize!r}"[:200],
-                problem="it must be the TokenizeRecords that made the records")
+                problem="it must be the TokenizeRecords that made the records "
+                        "(without documents=True)")
         if key_buckets is not None and (type(key_buckets) is not int or key_buckets < 1):
             raise TransformArgumentError(transform="WriteUnitBuild",
                                          argument=f"key_buckets={key_buckets!r}",
@@ -116,6 +130,50 @@ class WriteUnitBuild(beam.PTransform):
         claim.take([(plan.dataset.output_path, plan.dataset.output_given)])
         return keyed | "WriteUnitBuild" >> WriteKeyedUnits(
             plan, fixed_chooser(self._on_overflow), claim, self._buckets)
+
+
+class WritePackBuild(beam.PTransform):
+    """(key, document) pairs from `TokenizeRecords(..., documents=True)` -> a pack-build
+    in `output`: the same shards (.bin, .idx, .csv.gz, .bin.index), sequences file and
+    checksums as a file build whose documents have these sources, manifest.json last;
+    returns a PCollection of one summary dict (as the pack's `run()` gives).
+
+    tokenize: the `TokenizeRecords(..., documents=True)` that made the documents; eod,
+    seed, shard_tokens: the pack block's; on_bad_row / max_rejected as the build's;
+    key_buckets as for `WriteUnitBuild`. The order hash, the document ids and the
+    provenance rows take each document's source (file, line): a key (str, int), the
+    provenance fields, or the key's text at line 1."""
+
+    def __init__(self, output: str, *, tokenize: TokenizeRecords, eod: str | None = None,
+                 seed: int = 0, shard_tokens: int | None = None, on_bad_row: str = "abort",
+                 max_rejected: float | None = None, key_buckets: int | None = None):
+        super().__init__()
+        from mintdim_beam.core.errors import TransformArgumentError
+
+        if not isinstance(tokenize, TokenizeRecords) or not tokenize.documents:
+            raise TransformArgumentError(
+                transform="WritePackBuild", argument=f"tokenize={tokenize!r}"[:200],
+                problem="it must be the TokenizeRecords(..., documents=True) that made the "
+                        "documents")
+        if key_buckets is not None and (type(key_buckets) is not int or key_buckets < 1):
+            raise TransformArgumentError(transform="WritePackBuild",
+                                         argument=f"key_buckets={key_buckets!r}",
+                                         problem="a positive int")
+        self._rows = bad_rows(on_bad_row, max_rejected)
+        self._output, self._tokenize = output, tokenize
+        self._pack = (eod, seed, shard_tokens)
+        self._buckets = key_buckets
+
+    def expand(self, keyed):
+        from mintdim_beam.core.files.ownership import Claim, new_run_id
+        from mintdim_beam.records.pack import WriteKeyedPack, pack_plan
+
+        tok, run_id = self._tokenize, new_run_id()
+        plan = pack_plan(tok.source, tok.tokenizer, self._output, *self._pack, run_id)
+        claim = Claim(run_id)
+        claim.take([(plan.config.output_path, plan.config.output_given)])
+        return keyed | "WritePackBuild" >> WriteKeyedPack(plan, self._rows, claim,
+                                                          self._buckets)
 
 
 def _check_provenance(provenance) -> None:

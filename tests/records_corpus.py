@@ -106,3 +106,69 @@ def same_build(work: Path, got: str, want: str) -> list:
         elif a[name] != b[name]:
             differ.append(name)
     return differ
+
+
+PACK_TOKENIZER = {"type": "hf_json", "files": [str(REPO / "examples/chat/tokenizer.json")],
+                  "config": str(REPO / "examples/chat/tokenizer_config.json")}
+PACK_TEMPLATE = "{instruction}\n\n{input}\n\n{output}"
+
+
+def pack_from_files(work: Path, output: str, options) -> dict:
+    from mintdim_beam import pipeline
+
+    previous = os.getcwd()
+    os.chdir(work)
+    try:
+        job = pipeline("pack-build").source.jsonl(files=list(FILES), fields=[FIELDS],
+                                                  templates=[PACK_TEMPLATE])
+        job = job.tokenizer.hf_json(files=PACK_TOKENIZER["files"],
+                                    config=PACK_TOKENIZER["config"])
+        job = job.pack(seed=5, shard_tokens=12000).output.dir(output)
+        return job.run(on_bad_row="skip", pipeline_options=list(options))
+    finally:
+        os.chdir(previous)
+
+
+def pack_from_rows(work: Path, output: str, options, rows=None, key_buckets=None) -> dict:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from mintdim_beam.transforms import TokenizeRecords, WritePackBuild
+
+    rows = file_rows(work) if rows is None else rows
+    saved = work / f"{output}.summary.json"
+    tokenize = TokenizeRecords(PACK_TOKENIZER, fields=FIELDS, template=PACK_TEMPLATE,
+                               documents=True, build_batch=50)
+    with beam.Pipeline(options=PipelineOptions(list(options))) as p:
+        summary = (p | "Rows" >> beam.Create(rows) | "Documents" >> tokenize
+                   | "Pack" >> WritePackBuild(str(work / output), tokenize=tokenize, seed=5,
+                                              shard_tokens=12000, on_bad_row="skip",
+                                              key_buckets=key_buckets))
+        summary | "Save" >> beam.Map(lambda s: saved.write_text(json.dumps(s)))
+    return json.loads(saved.read_text())
+
+
+def same_pack(work: Path, got: str, want: str) -> list:
+    """The files that differ between two packs beyond the manifest's sources and our
+    keys (a keyed pack has no input files) and the sequences file (it names its dir)."""
+    trees = []
+    for name in (got, want):
+        root = work / name
+        trees.append({str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+                      if p.is_file()})
+    a, b = trees
+    if sorted(a) != sorted(b):
+        return [f"files: {sorted(set(a) ^ set(b))}"]
+    differ = []
+    for name in a:
+        if name == "manifest.json":
+            ma, mb = (json.loads(t[name]) for t in (a, b))
+            for doc in (ma, mb):
+                for key in ("source", "sources", "inputs", "build_config", "checksums"):
+                    doc.pop(key, None)
+                doc["tokenizer"]["engine"].pop("why")  # the file build's counts its sample
+            if ma != mb:
+                differ.append(name)
+        elif name != "per_dataset_sequences.json" and a[name] != b[name]:
+            differ.append(name)
+    return differ

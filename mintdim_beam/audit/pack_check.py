@@ -243,6 +243,8 @@ class PackVerifier(PackDeepChecks, PackProvenanceChecks, PackShardChecks, Verifi
         self.itemsize = self.bpt = self.dtype.itemsize  # bpt: what ShardChecks._chunks reads
         self.sources = files
         self.file_pos = {f: i for i, f in enumerate(files)}
+        # a pack of a user's records (`transforms.WritePackBuild`): no input files
+        self.records = given == [] and isinstance(source, dict) and "fields" in source
         self.shard_entries = shards
         self.result.source_files = len(files)
         return True

@@ -41,6 +41,7 @@ class PackProvenanceChecks:
     manifest: dict
     sources: list[str]
     file_pos: dict[str, int]
+    records: bool = False  # a pack of a user's records (`transforms`): sources named per row
     shard_entries: list[dict]
     seed: int
     check_order: bool
@@ -107,6 +108,9 @@ class PackProvenanceChecks:
             self.p.add(rel, None, f"row {line}: start, end and loc must be integers, got "
                        f"{row[0]!r}, {row[1]!r}, {row[4]!r}", key=(rel, "int"))
             return None
+        if src not in self.file_pos and self.records:  # each row names its own source
+            self.file_pos[src] = len(self.sources)
+            self.sources.append(src)
         if src not in self.file_pos:
             self.p.add(rel, None, f"row {line}: src {src!r} is not a source file of "
                        "manifest.json", key=(rel, "src"))
@@ -170,9 +174,10 @@ class PackProvenanceChecks:
                        f"{want_ids[k]} of {self.sources[int(pos[k])]!r} line {int(locs[k])}",
                        key=(rel, "id"), count=int(wrong.size))
 
-        # per source, from the rows
-        np.add.at(self.source_docs, pos, 1)
-        np.add.at(self.source_tokens, pos, ends - starts)
+        # per source, from the rows (a records pack lists no sources to compare with)
+        if not self.records:
+            np.add.at(self.source_docs, pos, 1)
+            np.add.at(self.source_tokens, pos, ends - starts)
 
         if not self.check_order:
             return
@@ -186,8 +191,12 @@ class PackProvenanceChecks:
             key_prev, pos_prev, loc_prev = keys[:-1], pos[:-1], locs[:-1]
         key_now, pos_now, loc_now = (keys, pos, locs) if prev is not None else (
             keys[1:], pos[1:], locs[1:])
-        ahead = (key_now > key_prev) | ((key_now == key_prev) & (
-            (pos_now > pos_prev) | ((pos_now == pos_prev) & (loc_now > loc_prev))))
+        if self.records:  # sources have no file order: equal keys only must differ
+            ahead = (key_now > key_prev) | ((key_now == key_prev) & (
+                (pos_now != pos_prev) | (loc_now != loc_prev)))
+        else:
+            ahead = (key_now > key_prev) | ((key_now == key_prev) & (
+                (pos_now > pos_prev) | ((pos_now == pos_prev) & (loc_now > loc_prev))))
         wrong = np.flatnonzero(~ahead)
         if wrong.size:
             k = int(wrong[0]) + (0 if prev is not None else 1)
@@ -255,6 +264,9 @@ class PackProvenanceChecks:
             self.p.add(rel, None, f"tokens is {m.get('tokens')!r}, but its shards list "
                        f"{listed_tokens}")
         sources = m["sources"]
+        if self.records:  # no sources listed: the totals are checked against the shards
+            sources = [{"documents": m.get("documents"), "tokens": m.get("tokens"),
+                        "empty_documents": m.get("empty_documents")}]
         empty = sum(s.get("empty_documents") for s in sources if _is_int(s.get("empty_documents")))
         if m.get("empty_documents") != empty:
             self.p.add(rel, None, f"empty_documents is {m.get('empty_documents')!r}, but its "
@@ -273,7 +285,7 @@ class PackProvenanceChecks:
             if m.get(key) != value:
                 self.p.add(rel, None, f"{key} is {m.get(key)!r}, but the shards' .idx files "
                            f"hold {value}")
-        for i, s in enumerate(sources):
+        for i, s in enumerate([] if self.records else sources):
             for key, value in (("documents", int(self.source_docs[i])),
                                ("tokens", int(self.source_tokens[i]))):
                 if s.get(key) != value:

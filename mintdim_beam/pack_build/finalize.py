@@ -32,13 +32,15 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
     docs_per_file = [0] * len(config.files)
     empty_per_file = [0] * len(config.files)
     used: dict = {}  # what encoded the documents: the planned engine, or `tokenizers`
+    keyed = not config.files  # records of a user's pipeline: no files to count by
     for part in parts:
-        docs_per_file[part.file_pos] += part.docs
-        empty_per_file[part.file_pos] += part.empty
+        if not keyed:
+            docs_per_file[part.file_pos] += part.docs
+            empty_per_file[part.file_pos] += part.empty
         used[part.engine] = used.get(part.engine, 0) + part.docs + part.empty
     tokens_per_file = [0] * len(config.files)
     for shard in shards:
-        for file_pos, tokens in shard.tokens_per_file:
+        for file_pos, tokens in () if keyed else shard.tokens_per_file:
             tokens_per_file[file_pos] += tokens
     return {
         "pipeline": "pack-build",
@@ -61,7 +63,7 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
         "order": ORDER_RULE,
         "documents": sum(s.documents for s in shards),
         "tokens": sum(s.tokens for s in shards),
-        "empty_documents": sum(empty_per_file),
+        "empty_documents": sum(part.empty for part in parts),
         "sources": [{"file": f.given, "documents": docs_per_file[i], "tokens": tokens_per_file[i],
                      "empty_documents": empty_per_file[i]} for i, f in enumerate(config.files)],
         "shards": [{"name": s.name, "documents": s.documents, "tokens": s.tokens,
@@ -75,7 +77,34 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
     }
 
 
-def finalize(shards, error, parts, plan, inputs, rows=BadRows(), rejected=(), numbering=None):
+def finalize(shards, error, parts, plan, inputs, rows=BadRows(), rejected=(), numbering=None,
+             claim=None):
+    """Finalize as the module says; with a `claim` (a user's pipeline, no launcher
+    waiting) a failure leaves its notices here before it is raised."""
+    if claim is None:
+        return _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering)
+    try:
+        return _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering)
+    except WorkerFailure as exc:
+        from mintdim_beam.core.errors.failures import recover
+        from mintdim_beam.core.files.ownership import PACK_FAILED
+        from mintdim_beam.runtime.failure_notices import leave_failure_notices
+
+        found = recover(exc)
+        reason = f"{type(found or exc).__name__}: {found or exc}"
+        config = plan.config
+        leave_failure_notices(config.output_path, config.output_given, reason, PACK_FAILED,
+                              failed_notice(reason), MANIFEST, claim, _warn)
+        raise
+
+
+def _warn(message: str) -> None:
+    import logging
+
+    logging.getLogger("mintdim_beam").warning("[pack-build] %s", message)
+
+
+def _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering):
     if error is not None:
         raise WorkerFailure(error)
     config = plan.config

@@ -22,7 +22,9 @@ from mintdim_beam.runtime.planned_ranges import INPUTS, Ranges
 
 
 def expand_pack_build(p, plan, ranges, rows: BadRows = BadRows()):
-    """Add the whole pack-build to pipeline `p`; returns the finalized output dir.
+    """Add the whole pack-build to pipeline `p`; returns the finalized output dir: our
+    reader and tokenizer, then `write_pack`, the writing half that
+    `transforms.WritePackBuild` applies to a user's keyed records.
     `rows`: the bad-row policy (under `skip` bad rows leave the errors for
     `rejected_index.jsonl`)."""
     config = plan.config
@@ -34,7 +36,19 @@ def expand_pack_build(p, plan, ranges, rows: BadRows = BadRows()):
     numbering = tokenized[COUNTS] | "NumberLines" >> ApplyToAll(
         lambda counts, gone: number_ranges([config], dict(counts), gone),
         beam.pvalue.AsList(rejected))
-    parts = tokenized.parts | "Parts" >> beam.Map(lambda part: part)
+    return write_pack(p, plan, rows, {"parts": tokenized.parts, "numbering": numbering,
+                                      "errors": errors, "rejected": rejected,
+                                      "inputs": planned[INPUTS]})
+
+
+def write_pack(p, plan, rows: BadRows, found: dict, claim=None):
+    """Order -> (bucket tokens -> shard cuts) -> Slices -> GroupByShard -> WriteShard ->
+    Finalize, from what the reading half `found`: each range's `RangePart`, the
+    numbering, pending errors, rejected rows and the inputs' manifest entries. `claim`:
+    the `Claim` Finalize marks failed when the build stops (a user's pipeline has no
+    launcher to do it)."""
+    config, numbering = plan.config, found["numbering"]
+    parts = found["parts"] | "Parts" >> beam.Map(lambda part: part)
     ordered = parts | "Order" >> beam.ParDo(OrderRangeFn(plan),
                                             beam.pvalue.AsSingleton(numbering))
     shard_tokens = config.shard_tokens
@@ -45,11 +59,11 @@ def expand_pack_build(p, plan, ranges, rows: BadRows = BadRows()):
               | "Slices" >> beam.ParDo(SliceRangeFn(), beam.pvalue.AsSingleton(cuts))
               | "GroupByShard" >> beam.GroupByKey()
               | "WriteShard" >> beam.ParDo(WriteShardFn(plan)))
-    error = errors | "FirstError" >> FirstError({0: config}, numbering)
+    error = found["errors"] | "FirstError" >> FirstError({0: config}, numbering)
     return shards | "Finalize" >> ApplyToAll(
         lambda written, err, all_parts, gone, num, inputs: finalize(
             written, err, all_parts, plan, entries_by_dataset(inputs).get(0, []), rows,
-            gone, num),
+            gone, num, claim),
         beam.pvalue.AsSingleton(error), beam.pvalue.AsList(parts),
-        beam.pvalue.AsList(rejected), beam.pvalue.AsSingleton(numbering),
-        beam.pvalue.AsList(planned[INPUTS]))
+        beam.pvalue.AsList(found["rejected"]), beam.pvalue.AsSingleton(numbering),
+        beam.pvalue.AsList(found["inputs"]))

@@ -94,14 +94,20 @@ def run_pack(raw: dict, pipeline_options=None, on_bad_row: str = "abort",
         raise
     finally:
         forget_loaded()  # the run's planned values (`on_storage`)
-    summary = {"output_dir": config.output_given, "documents": manifest["documents"],
-               "tokens": manifest["tokens"], "empty_documents": manifest["empty_documents"],
-               "shards": len(manifest["shards"]), "dtype": manifest["dtype"],
-               "eod_id": manifest["eod"]["id"],
-               **({"rejected_rows": manifest["rejected"]} if "rejected" in manifest else {})}
+    summary = pack_summary(config.output_given, manifest)
     log(f"done output={config.output_given} documents={summary['documents']} "
         f"tokens={summary['tokens']} shards={summary['shards']}")
     return summary
+
+
+def pack_summary(output_given: str, manifest: dict) -> dict:
+    """A finished pack's summary from its manifest (as `run()` returns it and
+    `transforms.WritePackBuild` gives it)."""
+    return {"output_dir": output_given, "documents": manifest["documents"],
+            "tokens": manifest["tokens"], "empty_documents": manifest["empty_documents"],
+            "shards": len(manifest["shards"]), "dtype": manifest["dtype"],
+            "eod_id": manifest["eod"]["id"],
+            **({"rejected_rows": manifest["rejected"]} if "rejected" in manifest else {})}
 
 
 def _finished_manifest(config, run) -> dict:

@@ -31,6 +31,7 @@ class OrderedRange:
     token_file: str
     bucket_ids: np.ndarray  # the buckets this range has tokens in
     bucket_tokens: np.ndarray  # and how many (EOD included)
+    sources: str = ""  # keyed records: the documents' source names in table order
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Slice:
     hi: int
     tok_lo: int
     tok_hi: int
+    sources: str = ""  # keyed records: the source names of the range's table
 
 
 class OrderRangeFn(beam.DoFn):
@@ -54,10 +56,14 @@ class OrderRangeFn(beam.DoFn):
     def process(self, part, numbering):
         config, dtype = self._plan.config, self._plan.dtype
         table = scratch.read_array(part.table)
-        line_offset, _ = numbering[part.key]
-        lines = table[:, 0] + line_offset + 1
         lengths = table[:, 1]
-        keys = doc_order.order_keys(config.seed, config.files[part.file_pos].given, lines)
+        if part.sources:  # keyed records: each document's own source name and line
+            lines, names = table[:, 0], scratch.read_sources(part.sources)
+            keys = source_order_keys(config.seed, names, lines)
+        else:
+            line_offset, _ = numbering[part.key]
+            lines = table[:, 0] + line_offset + 1
+            keys = doc_order.order_keys(config.seed, config.files[part.file_pos].given, lines)
         order = np.lexsort((lines, keys))
         tokens = scratch.read_tokens(part.token_file, dtype)
         starts = np.zeros(len(lengths), dtype=np.int64)
@@ -77,10 +83,26 @@ class OrderRangeFn(beam.DoFn):
         token_path = scratch.name(config, part.key, "sorted")
         scratch.write_tokens(token_path, np.asarray(tokens)[gather], out)
         scratch.write_array(table_path, ordered, out)
+        sources = ""
+        if part.sources:
+            sources = scratch.name(config, part.key, "order.sources")
+            scratch.write_sources(sources, [names[i] for i in order.tolist()], out)
         ids, first = np.unique(doc_order.buckets(keys[order]), return_index=True)
         per_doc = sorted_lengths + 1  # the EOD
         sums = np.add.reduceat(per_doc, first) if len(first) else np.zeros(0, np.int64)
-        yield OrderedRange(part.key, part.file_pos, part.docs, table_path, token_path, ids, sums)
+        yield OrderedRange(part.key, part.file_pos, part.docs, table_path, token_path, ids, sums,
+                           sources)
+
+
+def source_order_keys(seed: int, names: list, lines: np.ndarray) -> np.ndarray:
+    """`doc_order.order_keys` of documents with a source name each (keyed records)."""
+    keys = np.zeros(len(names), dtype=np.uint64)
+    by_name: dict = {}
+    for i, name in enumerate(names):
+        by_name.setdefault(name, []).append(i)
+    for name, at in by_name.items():
+        keys[at] = doc_order.order_keys(seed, name, lines[at])
+    return keys
 
 
 class BucketTokens(beam.CombineFn):
@@ -117,4 +139,4 @@ class SliceRangeFn(beam.DoFn):
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             yield int(shards[lo]), Slice(ordered.key, ordered.file_pos, ordered.table,
                                          ordered.token_file, lo, hi, int(table[lo, OFFSET]),
-                                         int(ends[hi - 1]))
+                                         int(ends[hi - 1]), ordered.sources)

@@ -46,6 +46,34 @@ def read_tokens(path: str, dtype: str) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r")
 
 
+def write_sources(path: str, names: list, output_dir: str) -> None:
+    """Each document's source name (keyed records, `records.pack`), in table order: the
+    names' UTF-8 back to back after a header of int64 ends, so a slice of rows reads
+    only its own names (`read_sources`)."""
+    encoded = [name.encode("utf-8", "surrogatepass") for name in names]
+    ends = np.cumsum([len(e) for e in encoded], dtype=np.int64)
+    head = np.asarray([len(encoded)], dtype=np.int64).tobytes() + ends.tobytes()
+    storage.write_atomic(path, head + b"".join(encoded), output_dir)
+
+
+def read_sources(path: str, lo: int = 0, hi: int | None = None) -> list:
+    """The source names of rows [lo, hi) (`write_sources`)."""
+    with storage.open_read(path) as handle:
+        count = int(np.frombuffer(handle.read(8), dtype=np.int64)[0])
+        hi = count if hi is None else hi
+        if hi <= lo:
+            return []
+        handle.seek(8 + 8 * max(lo - 1, 0))
+        ends = np.frombuffer(handle.read(8 * (hi - lo + (lo > 0))), dtype=np.int64)
+        first = int(ends[0]) if lo > 0 else 0
+        ends = ends[1:] if lo > 0 else ends
+        handle.seek(8 + 8 * count + first)
+        blob = handle.read(int(ends[-1]) - first)
+    starts = np.concatenate([[0], ends[:-1] - first]).tolist()
+    return [blob[a:b].decode("utf-8", "surrogatepass")
+            for a, b in zip(starts, (ends - first).tolist())]
+
+
 class TokenBlocks:
     """The token ranges [tok_lo, tok_hi) of a shard's slices as arrays, at most
     `open_limit` of them mapped at once (each map holds a file descriptor, and a shard

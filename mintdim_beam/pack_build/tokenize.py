@@ -41,6 +41,9 @@ class RangePart:
     table: str
     token_file: str
     engine: str = ""
+    # keyed records (`records.pack`): each document's source name (`scratch.write_sources`),
+    # its source line in the table's first column; "" for a byte range of a file
+    sources: str = ""
 
 
 def document_ids(plan, tokenizer, texts) -> list:

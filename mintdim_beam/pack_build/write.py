@@ -83,16 +83,20 @@ class WriteShardFn(beam.DoFn):
 
     @staticmethod
     def _rows(slices) -> dict:
-        parts = {"key": [], "line": [], "length": [], "offset": [], "file_pos": [], "slice": []}
+        parts = {"key": [], "line": [], "length": [], "offset": [], "file_pos": [], "slice": [],
+                 "name": []}
         for i, piece in enumerate(slices):
             table = scratch.read_array(piece.table)[piece.lo:piece.hi]
+            if piece.sources:  # keyed records: each row's source name (a file's: its position)
+                parts["name"].append(np.asarray(
+                    scratch.read_sources(piece.sources, piece.lo, piece.hi), dtype=object))
             parts["key"].append(table[:, KEY].view(np.uint64))
             parts["line"].append(table[:, LINE])
             parts["length"].append(table[:, LENGTH])
             parts["offset"].append(table[:, OFFSET] - piece.tok_lo)
             parts["file_pos"].append(np.full(len(table), piece.file_pos, dtype=np.int64))
             parts["slice"].append(np.full(len(table), i, dtype=np.int64))
-        return {k: np.concatenate(v) for k, v in parts.items()}
+        return {k: np.concatenate(v) for k, v in parts.items() if v}
 
     def _bin_chunks(self, rows, blocks):
         """The .bin in chunks of documents; within a chunk the documents are copied slice
@@ -119,6 +123,7 @@ class WriteShardFn(beam.DoFn):
         """The gzip CSV in chunks of rows (never the shard's whole text in memory); no
         name or time in the gzip header, so the bytes are the same on every run."""
         files = self._plan.config.files
+        keyed = not files  # records of a user's pipeline: each row names its source
         ends = np.cumsum(sequence_lengths)
         starts = ends - sequence_lengths
         sink = _Drain()
@@ -127,13 +132,21 @@ class WriteShardFn(beam.DoFn):
                 hi = min(lo + CHUNK_DOCS, len(starts))
                 file_pos, lines = rows["file_pos"][lo:hi], rows["line"][lo:hi]
                 ids = np.empty(hi - lo, dtype=object)
-                for f in np.unique(file_pos):
-                    at = file_pos == f
-                    ids[at] = doc_order.document_ids(files[int(f)].given, lines[at])
+                if keyed:
+                    names = rows["name"][lo:hi]
+                    for name in set(names.tolist()):
+                        at = names == name
+                        ids[at] = doc_order.document_ids(name, lines[at])
+                    sources = names.tolist()
+                else:
+                    for f in np.unique(file_pos):
+                        at = file_pos == f
+                        ids[at] = doc_order.document_ids(files[int(f)].given, lines[at])
+                    sources = [files[int(f)].given for f in file_pos]
                 text = io.StringIO()
                 csv.writer(text, lineterminator="\n").writerows(zip(
                     starts[lo:hi].tolist(), ends[lo:hi].tolist(), ids.tolist(),
-                    [files[int(f)].given for f in file_pos], lines.tolist()))
+                    sources, lines.tolist()))
                 handle.write(text.getvalue().encode("utf-8"))
                 yield sink.take()
         yield sink.take()

@@ -59,6 +59,27 @@ def cut_points(sampled: list, buckets: int) -> list:
     return sorted({keys[len(keys) * i // buckets] for i in range(1, buckets)})
 
 
+def keyed_groups(items):
+    """A key range's (sort key, key, record) items -> (key, its records, why it
+    repeats or "") per key, in key order (a split dialogue's records in part order)."""
+    items = sorted(items, key=lambda item: (item[0], _part(item[2])))
+    i = 0
+    while i < len(items):
+        end = i + 1
+        while end < len(items) and items[end][0] == items[i][0]:
+            end += 1
+        group = items[i:end]
+        i = end
+        yield group[0][1], [item[2] for item in group], _repeated(group)
+
+
+def key_error(bucket: int, sample: int, key, source, why: str) -> PendingError:
+    """A repeated key at its place: an error whatever the bad-row policy."""
+    return PendingError(0, bucket, 0, sample, "RecordKeyError",
+                        {"key": key_text(key), "problem": why}, "none", local_sample=sample,
+                        source=source)
+
+
 class OrderBucketFn(beam.DoFn):
     """One key range's records -> its batches of `build_batch` samples in key order
     (the records of a split dialogue together), its count, and pending errors: bad
@@ -69,29 +90,18 @@ class OrderBucketFn(beam.DoFn):
 
     def process(self, element):
         bucket, items = element
-        items = sorted(items, key=lambda item: (item[0], _part(item[2])))
         size, range_key = self._plan.dataset.build_batch, (0, bucket, 0)
         batch, batch_no, sample = [], 0, 0
-        i = 0
-        while i < len(items):
-            end = i + 1
-            while end < len(items) and items[end][0] == items[i][0]:
-                end += 1
-            group = items[i:end]
-            i = end
-            key = group[0][1]
-            source = source_of(key, group[0][2].get("source"))
-            repeated = _repeated(group)
+        for key, records, repeated in keyed_groups(items):
+            source = source_of(key, records[0].get("source"))
             if repeated:
-                yield beam.pvalue.TaggedOutput(KEY_ERRORS, PendingError(
-                    0, bucket, 0, sample, "RecordKeyError",
-                    {"key": key_text(key), "problem": repeated}, "none", local_sample=sample,
-                    source=source))
-            elif "error" in group[0][2]:
-                error = group[0][2]["error"]
-                yield beam.pvalue.TaggedOutput(ERRORS, _placed(error, bucket, sample, source))
+                yield beam.pvalue.TaggedOutput(KEY_ERRORS, key_error(bucket, sample, key,
+                                                                     source, repeated))
+            elif "error" in records[0]:
+                yield beam.pvalue.TaggedOutput(ERRORS, placed(records[0]["error"], bucket,
+                                                               sample, source))
             else:
-                batch.append((sample, source, [item[2] for item in group]))
+                batch.append((sample, source, records))
             sample += 1
             if len(batch) >= size:
                 yield _batch(range_key + (batch_no,), batch)
@@ -122,7 +132,7 @@ def _rows(group) -> str:
     return str(max(starts, 2))
 
 
-def _placed(error, bucket: int, sample: int, source) -> PendingError:
+def placed(error, bucket: int, sample: int, source) -> PendingError:
     """A row's pending error at its place in the key order."""
     import dataclasses
 
@@ -156,13 +166,13 @@ def _batch(chunk_key, rows):
     return chunk_key, batch
 
 
-class KeyOrder(beam.PTransform):
-    """(key, record) pairs -> {"tokenized", "range_counts", "errors", "key_errors"} in
-    key order, over `buckets` key ranges (None: one per RANGE_RECORDS records)."""
+class GroupKeyRanges(beam.PTransform):
+    """(key, record) pairs -> (key range, [(sort key, key, record)]) groups, the ranges
+    in key order: `buckets` of them, or None: one per RANGE_RECORDS records."""
 
-    def __init__(self, plan, buckets: int | None = None):
+    def __init__(self, buckets: int | None = None):
         super().__init__()
-        self._plan, self._buckets = plan, buckets  # None: counted (`range_count`)
+        self._buckets = buckets
 
     def expand(self, keyed):
         buckets = self._buckets
@@ -173,11 +183,23 @@ class KeyOrder(beam.PTransform):
                 | "SampleKeys" >> beam.combiners.Sample.FixedSizeGlobally(SAMPLED_KEYS)
                 | "Cuts" >> beam.Map(lambda sampled, n: cut_points(sampled, range_count(n, buckets)),
                                      beam.pvalue.AsSingleton(records)))
-        ordered = (sorted_keys
-                   | "ToRanges" >> beam.Map(lambda item, at: (bisect.bisect_right(at, item[0]),
-                                                              item),
-                                            beam.pvalue.AsSingleton(cuts))
-                   | "GroupRanges" >> beam.GroupByKey()
+        return (sorted_keys
+                | "ToRanges" >> beam.Map(lambda item, at: (bisect.bisect_right(at, item[0]), item),
+                                         beam.pvalue.AsSingleton(cuts))
+                | "GroupRanges" >> beam.GroupByKey())
+
+
+class KeyOrder(beam.PTransform):
+    """(key, record) pairs -> {"tokenized", "range_counts", "errors", "key_errors"} in
+    key order (a unit-build's batches), over `GroupKeyRanges(buckets)`."""
+
+    def __init__(self, plan, buckets: int | None = None):
+        super().__init__()
+        self._plan, self._buckets = plan, buckets
+
+    def expand(self, keyed):
+        ordered = (keyed
+                   | "GroupKeyRanges" >> GroupKeyRanges(self._buckets)
                    | "OrderRange" >> beam.ParDo(OrderBucketFn(self._plan)).with_outputs(
                        COUNTS, ERRORS, KEY_ERRORS, main="tokenized"))
         return {"tokenized": ordered.tokenized, COUNTS: ordered[COUNTS],

@@ -50,7 +50,7 @@ class RenderRecordsFn(beam.DoFn):
 
     def process(self, pairs):
         keys = tuple(key for key, _ in pairs)
-        sources = tuple(self._source(row) for _, row in pairs)
+        sources = tuple(row_source(row, self._provenance) for _, row in pairs)
         entries = [(i, i, row, None) for i, (_, row) in enumerate(pairs)]
         chunk_key = (0, 0, 0, KeySlot((keys, sources)))
         batch, errors = render_entries(self._layout, chunk_key, entries)
@@ -60,19 +60,20 @@ class RenderRecordsFn(beam.DoFn):
         if batch is not None:
             yield chunk_key, batch
 
-    def _source(self, row):
-        if self._provenance is None:
-            return None
-        from mintdim_beam.core.errors import RecordKeyError
+def row_source(row: dict, provenance):
+    """The row's (file, line) from its provenance fields, or None without them."""
+    if provenance is None:
+        return None
+    from mintdim_beam.core.errors import RecordKeyError
 
-        file_field, line_field = self._provenance
-        name, line = row.get(file_field), row.get(line_field)
-        if type(name) is not str or type(line) is not int or line < 1:
-            raise_worker(RecordKeyError(
-                key=f"provenance fields {file_field!r}, {line_field!r}",
-                problem=f"a row's {file_field!r} must be a str and {line_field!r} a positive "
-                        f"int, got {name!r} and {line!r}"))
-        return name, line
+    file_field, line_field = provenance
+    name, line = row.get(file_field), row.get(line_field)
+    if type(name) is not str or type(line) is not int or line < 1:
+        raise_worker(RecordKeyError(
+            key=f"provenance fields {file_field!r}, {line_field!r}",
+            problem=f"a row's {file_field!r} must be a str and {line_field!r} a positive "
+                    f"int, got {name!r} and {line!r}"))
+    return name, line
 
 
 def raise_worker(error) -> None:

@@ -106,7 +106,7 @@ def _check_pack(block) -> tuple[str | None, int, int]:
     return eod, seed, shard_tokens
 
 
-def resolve_pack(raw: dict) -> PackConfig:
+def resolve_pack(raw: dict, records: bool = False) -> PackConfig:
     """Validate `raw` (blocks source, tokenizer, pack, output) in unit-build's order,
     after the declared schema's unknown keys (`schema.PACK_BUILD`)."""
     check_keys(raw, PACK_BUILD)
@@ -115,7 +115,7 @@ def resolve_pack(raw: dict) -> PackConfig:
     source = raw["source"]
     if source.get("type", "jsonl") != "jsonl":
         raise _bad("source.type", "source_type", source.get("type"))
-    files, fields, templates, _ = check_source(source)
+    files, fields, templates, _ = check_source(source, records)
     kind, tokenizers, options = check_tokenizer(raw["tokenizer"])
     for name in ("pad_token", "pad_id", "literal_specials"):  # a pack has no literals
         if getattr(options, name) is not None:
@@ -130,7 +130,8 @@ def resolve_pack(raw: dict) -> PackConfig:
     if "samples_per_shard" in output:
         raise _bad("output.samples_per_shard", "samples_per_shard", output["samples_per_shard"])
     eod, seed, shard_tokens = _check_pack(raw.get("pack"))
-    repeat = file_list.first_repeat(files)  # also through a symlink, a hard link, a glob
+    # also through a symlink, a hard link, a glob; a user's records have no files
+    repeat = None if records else file_list.first_repeat(files)
     if repeat is not None:
         first, again = repeat
         value = (repr(again.given) if again.given == first.given
@@ -144,6 +145,14 @@ def resolve_pack(raw: dict) -> PackConfig:
         if f.entry not in compiled:
             compiled[f.entry] = compile_template(pick(templates, f.entry), pick(fields, f.entry),
                                                  f.given)
+    if records:  # the records of a user's pipeline: no file, one template
+        return PackConfig(
+            files=(), fields=(tuple(fields[0]),), templates=(compiled[0],),
+            tokenizer_kind=kind, tokenizer_given=tokenizers[0],
+            tokenizer_path=storage.resolve(tokenizers[0]), config_given=options.config_given,
+            config_path=options.config_path, bos=options.bos, eod=eod, seed=seed,
+            shard_tokens=shard_tokens, output_given=output["dir"],
+            output_path=storage.resolve(output["dir"]), tokenizer_options=options)
     return PackConfig(
         files=tuple(InputFile(i, f.given, f.path, f.entry_text if f.expanded else "", f.listed)
                     for i, f in enumerate(files)),
