@@ -39,6 +39,8 @@ def test_rows_keyed_by_file_and_line_give_the_file_build_bytes(corpus, options):
     from mintdim_beam.audit.verify import verify_output
 
     assert verify_output(str(work / name)).ok
+    deep = verify_output(str(work / name), deep=2)  # no input files to re-read: said so
+    assert ["no input files to re-read" in p.what for p in deep.problems] == [True]
 
 
 def test_the_key_decides_the_sample_ids_not_the_order_rows_arrive(corpus):

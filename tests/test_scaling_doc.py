@@ -40,7 +40,8 @@ def _doc_tables() -> dict:
     """{pipeline: [(step, group-bys, side inputs)]} from the page's tables."""
     text = (REPO / "docs/scaling.md").read_text()
     tables = {}
-    for name in ("unit-build", "pack-build", "train-tokenizer"):
+    for name in ("unit-build", "pack-build", "train-tokenizer", "WriteUnitBuild",
+                 "WritePackBuild"):
         section = text.split(f"## The {name} graph", 1)[1].split("\n## ", 1)[0]
         rows = [line for line in section.splitlines() if line.startswith("| `")]
         tables[name] = [(re.match(r"\| `([^`]+)`", r).group(1),
@@ -81,3 +82,47 @@ def test_the_scaling_page_lists_every_step_of_the_graph(graphs, name):
     got = _steps(graphs[name])
     print(name, got)
     assert _doc_tables()[name] == got
+
+
+def _steps_under(proto, unique_name: str) -> list[tuple[str, int, int]]:
+    """(name within it, group-bys, side inputs) of each step inside a composite."""
+    comps = proto.components.transforms
+    (top,) = [t for t in comps if comps[t].unique_name == unique_name]
+    out = []
+    for sub in comps[top].subtransforms:
+        stack, gbks, sides = [sub], 0, 0
+        while stack:
+            t = comps[stack.pop()]
+            stack += list(t.subtransforms)
+            gbks += t.spec.urn == GBK
+            if t.spec.urn == PAR_DO:
+                sides += len(beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
+                             .side_inputs)
+        out.append((comps[sub].unique_name[len(unique_name) + 1:], gbks, sides))
+    return out
+
+
+@pytest.fixture(scope="module")
+def sink_graphs(tmp_path_factory):
+    """The sinks of `mintdim_beam.transforms` as a user's pipeline applies them."""
+    from records_corpus import build_from_rows, pack_from_rows, write_corpus
+
+    work = tmp_path_factory.mktemp("sinks")
+    write_corpus(work)
+    seen, real = [], beam.Pipeline.run
+
+    def run(self, *args, **kwargs):
+        seen.append(self.to_runner_api())
+        return real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(beam.Pipeline, "run", run)
+        build_from_rows(work, "units", ["--runner=FnApiRunner"])
+        pack_from_rows(work, "pack", ["--runner=FnApiRunner"])
+    return {"WriteUnitBuild": _steps_under(seen[0], "Write/WriteUnitBuild"),
+            "WritePackBuild": _steps_under(seen[1], "Pack/WritePackBuild")}
+
+
+@pytest.mark.parametrize("name", ["WriteUnitBuild", "WritePackBuild"])
+def test_the_scaling_page_lists_every_step_of_the_sinks(sink_graphs, name):
+    assert _doc_tables()[name] == sink_graphs[name]

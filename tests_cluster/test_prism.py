@@ -106,3 +106,23 @@ def test_verify_on_prism_gives_the_local_verdicts_on_a_gs_build(local_run, tmp_p
     assert "OK on PrismRunner" in ok.stdout
     assert failed.returncode == 1, failed.stdout + failed.stderr[-3000:]
     assert f"{shard.relative_to(bad)}: content changed: sha256" in failed.stdout
+
+
+def test_prism_runs_the_public_transforms_to_the_file_builds_bytes(tmp_path):
+    """Rows through TokenizeRecords + WriteUnitBuild / WritePackBuild in a pipeline of
+    the user's, on Prism, give the bytes of the file builds of the same rows."""
+    assert Path(PRISM).is_file(), f"no Prism binary at {PRISM}: `make test-cluster` builds it"
+    sys.path.insert(0, str(REPO / "tests"))
+    from records_corpus import (build_from_files, build_from_rows, pack_from_files,
+                                pack_from_rows, same_build, same_pack, write_corpus)
+
+    prism = ["--runner=PrismRunner", f"--prism_location={PRISM}"]
+    write_corpus(tmp_path)
+    want = build_from_files(tmp_path, "from_files", ["--runner=FnApiRunner"])
+    got, = build_from_rows(tmp_path, "rows", prism)
+    assert same_build(tmp_path, "rows", "from_files") == []
+    assert {**got, "output_dir": ""} == {**want, "output_dir": ""}
+    want = pack_from_files(tmp_path, "pack_from_files", ["--runner=FnApiRunner"])
+    got = pack_from_rows(tmp_path, "pack_rows", prism)
+    assert same_pack(tmp_path, "pack_rows", "pack_from_files") == []
+    assert {**got, "output_dir": ""} == {**want, "output_dir": ""}

@@ -151,6 +151,11 @@ def rebuild_problem(manifest: dict, problems, make_plan):
                      "mintdim 0.2.1 or by mintdim-beam before 0.2.0): its lines cannot be "
                      "re-tokenized")
         return None
+    if (config.get("source") or {}).get("files") == []:
+        problems.add(fmt.MANIFEST, None, "--deep: a build of the records of your own Beam "
+                     "pipeline (mintdim_beam.transforms) has no input files to re-read: "
+                     "verify it without --deep")
+        return None
     for entry in manifest.get("inputs") or []:
         status = recorded_status(entry)
         if not status.startswith("unchanged"):
