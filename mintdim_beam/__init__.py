@@ -7,7 +7,8 @@ rendering, tokenizers, the binary formats, storage and ownership, errors; no Bea
 `runtime/` (what the pipelines run on: options, launching and signals, progress, helper
 encoders), `unit_build/`, `pack_build/` and `train_tokenizer/` (the three Beam
 pipelines, side by side), `audit/` (verify, report, plan), `export/` (builds written for
-other trainers' readers);
+other trainers' readers), `records/` (a user's Beam records into our builds, behind the
+public `transforms`);
 `api` (the fluent builder), `cli` (the `mintdim-beam` command) and `errors` (the
 errors' stable public path) on top."""
 from mintdim_beam.api import pipeline
