@@ -98,15 +98,7 @@ class WriteUnitBuild(beam.PTransform):
         from mintdim_beam.core.errors import TransformArgumentError
         from mintdim_beam.unit_build.launch import check_policies
 
-        if not isinstance(tokenize, TokenizeRecords) or tokenize.documents:
-            raise TransformArgumentError(
-                transform="WriteUnitBuild", argument=f"tokenize={tokenize!r}"[:200],
-                problem="it must be the TokenizeRecords that made the records "
-                        "(without documents=True)")
-        if key_buckets is not None and (type(key_buckets) is not int or key_buckets < 1):
-            raise TransformArgumentError(transform="WriteUnitBuild",
-                                         argument=f"key_buckets={key_buckets!r}",
-                                         problem="a positive int")
+        _check_sink("WriteUnitBuild", tokenize, False, key_buckets)
         if on_overflow == "prompt":
             raise TransformArgumentError(
                 transform="WriteUnitBuild", argument="on_overflow='prompt'",
@@ -148,17 +140,7 @@ class WritePackBuild(beam.PTransform):
                  seed: int = 0, shard_tokens: int | None = None, on_bad_row: str = "abort",
                  max_rejected: float | None = None, key_buckets: int | None = None):
         super().__init__()
-        from mintdim_beam.core.errors import TransformArgumentError
-
-        if not isinstance(tokenize, TokenizeRecords) or not tokenize.documents:
-            raise TransformArgumentError(
-                transform="WritePackBuild", argument=f"tokenize={tokenize!r}"[:200],
-                problem="it must be the TokenizeRecords(..., documents=True) that made the "
-                        "documents")
-        if key_buckets is not None and (type(key_buckets) is not int or key_buckets < 1):
-            raise TransformArgumentError(transform="WritePackBuild",
-                                         argument=f"key_buckets={key_buckets!r}",
-                                         problem="a positive int")
+        _check_sink("WritePackBuild", tokenize, True, key_buckets)
         self._rows = bad_rows(on_bad_row, max_rejected)
         self._output, self._tokenize = output, tokenize
         self._pack = (eod, seed, shard_tokens)
@@ -174,6 +156,20 @@ class WritePackBuild(beam.PTransform):
         claim.take([(plan.config.output_path, plan.config.output_given)])
         return keyed | "WritePackBuild" >> WriteKeyedPack(plan, self._rows, claim,
                                                           self._buckets)
+
+
+def _check_sink(transform: str, tokenize, documents: bool, key_buckets) -> None:
+    """A sink's `tokenize` (the right kind of `TokenizeRecords`) and `key_buckets`."""
+    from mintdim_beam.core.errors import TransformArgumentError
+
+    if not isinstance(tokenize, TokenizeRecords) or tokenize.documents != documents:
+        made = "documents (documents=True)" if documents else "records (without documents=True)"
+        raise TransformArgumentError(transform=transform,
+                                     argument=f"tokenize={tokenize!r}"[:200],
+                                     problem=f"it must be the TokenizeRecords that made the {made}")
+    if key_buckets is not None and (type(key_buckets) is not int or key_buckets < 1):
+        raise TransformArgumentError(transform=transform, argument=f"key_buckets={key_buckets!r}",
+                                     problem="a positive int")
 
 
 def _check_provenance(provenance) -> None:

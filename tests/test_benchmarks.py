@@ -275,7 +275,7 @@ def test_read_megatron_reads_one_sequence_per_document(tmp_path):
 
 
 @pytest.mark.parametrize("script", ["run.py", "run_chat.py", "run_pack.py", "run_scale.py",
-                                    "read.py", "train_tokenizer.py"])
+                                    "read.py", "train_tokenizer.py", "transforms.py"])
 def test_a_benchmark_writes_its_results_to_the_untracked_work_dir_unless_told(script):
     """Recorded results (benchmarks/results_*.json) change only when a run is asked to
     record them (`--json`), never on a small run's default."""
@@ -342,3 +342,17 @@ def test_train_tokenizer_benchmark_runs_on_a_tiny_corpus(tmp_path, capsys):
     assert "counting on 2 worker processes against one" in out
     assert set(report["summary"]) == {"a_train_from_iterator", "b_ours_in_process",
                                       "c_ours_2_workers"}
+
+
+def test_transforms_benchmark_runs_on_a_tiny_corpus(tmp_path, capsys):
+    """Both targets, the same bytes each round, the ratios printed and recorded."""
+    import transforms
+
+    code = transforms.main(["--samples", "400", "--vocab", "400", "--workdir", str(tmp_path),
+                            "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "round 1: the same bytes: True" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert set(report["runs"]) == {"file build", "transforms"}
+    assert report["min_cpu_seconds"]["ratio"] > 0

@@ -1,7 +1,7 @@
 """The package shows its architecture: one folder per capability named for its job, each
 with a docstring saying what it owns; imports only pointing down the floors (core, then
-read and the runtime, then the three pipelines side by side, then audit, then export, then the entry
-points), neither pipeline importing the other, no module importing another's private
+read and the runtime, then the three pipelines side by side, then audit, then export, then
+records (a user's Beam records into both builds), then the entry points), neither pipeline importing the other, no module importing another's private
 names, no import cycle, no module over 600 lines, and the public entry points where users
 find them."""
 import ast
@@ -16,7 +16,7 @@ PACKAGE = ROOT / "mintdim_beam"
 # Each floor may import the floors before it, never one after it; the two pipelines
 # share a floor and may not import each other.
 FLOORS = [("core",), ("read",), ("runtime",), ("unit_build", "pack_build", "train_tokenizer"),
-          ("audit",), ("export",),
+          ("audit",), ("export",), ("records",),
           ("entry",)]
 CAPABILITIES = {name for floor in FLOORS for name in floor} - {"entry"}
 MAX_LINES = 600

@@ -219,3 +219,38 @@ def test_a_pack_verify_of_records_still_finds_a_wrong_row(corpus, packed, tmp_pa
     result = verify_output(str(out))
     assert not result.ok
     assert any("shard_000000.csv.gz" == p.file for p in result.problems), result.problems
+
+
+def test_bare_rows_give_bare_records_with_the_file_builds_ids(corpus):
+    """TokenizeRecords alone, on dicts without keys: one record per row, its segments'
+    ids those the file build wrote for the row (read back from its shards)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from conftest import shard_records
+    from mintdim_beam.transforms import TokenizeRecords
+
+    work, _ = corpus
+    rows = [row for _, row in file_rows(work)[:160] if "output" in row]
+    saved = work / "bare_records.jsonl"
+    tokenize = TokenizeRecords(TOKENIZER, fields=FIELDS, template=TEMPLATE, build_batch=7)
+
+    def save(records):
+        saved.write_text("\n".join(json.dumps(
+            {"hash": r["hash"], "lengths": r["lengths"].tolist(), "ids": r["ids"].tolist(),
+             "segments": list(r["segments"]), "kinds": list(r["kinds"])}) for r in records))
+
+    with beam.Pipeline(options=PipelineOptions(IN_MEMORY)) as p:
+        (p | beam.Create(rows) | tokenize | beam.combiners.ToList() | beam.Map(save))
+    got = {r["hash"]: r for r in map(json.loads, saved.read_text().splitlines())}
+    assert len(got) == len({json.dumps(r, sort_keys=True) for r in rows})  # one per distinct row
+    _, built = shard_records(work / "from_files")
+    by_hash = {row["hash"]: segments for row, segments in built if row["token_count"] <= 128}
+    compared = 0
+    for digest, record in got.items():
+        if digest in by_hash and sum(record["lengths"]) <= 128:  # not truncated
+            assert [len(s) for s in by_hash[digest]] == record["lengths"]
+            assert sum(by_hash[digest], []) == record["ids"]
+            compared += 1
+    assert compared > 40
+    assert next(iter(got.values()))["kinds"][:2] == ["literal", "field"]

@@ -18,22 +18,24 @@ GBK = common_urns.primitives.GROUP_BY_KEY.urn
 PAR_DO = common_urns.primitives.PAR_DO.urn
 
 
+def _counts(comps, step) -> tuple[int, int]:
+    """(group-bys, side inputs) of a step and everything inside it."""
+    stack, gbks, sides = [step], 0, 0
+    while stack:
+        t = comps[stack.pop()]
+        stack += list(t.subtransforms)
+        gbks += t.spec.urn == GBK
+        if t.spec.urn == PAR_DO:
+            sides += len(beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
+                         .side_inputs)
+    return gbks, sides
+
+
 def _steps(proto) -> list[tuple[str, int, int]]:
     """(name, group-bys, side inputs) of each top-level step of a pipeline proto."""
     comps = proto.components.transforms
     (root,) = proto.root_transform_ids
-    out = []
-    for top in comps[root].subtransforms:
-        stack, gbks, sides = [top], 0, 0
-        while stack:
-            t = comps[stack.pop()]
-            stack += list(t.subtransforms)
-            gbks += t.spec.urn == GBK
-            if t.spec.urn == PAR_DO:
-                sides += len(beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
-                             .side_inputs)
-        out.append((comps[top].unique_name, gbks, sides))
-    return out
+    return [(comps[top].unique_name, *_counts(comps, top)) for top in comps[root].subtransforms]
 
 
 def _doc_tables() -> dict:
@@ -88,18 +90,8 @@ def _steps_under(proto, unique_name: str) -> list[tuple[str, int, int]]:
     """(name within it, group-bys, side inputs) of each step inside a composite."""
     comps = proto.components.transforms
     (top,) = [t for t in comps if comps[t].unique_name == unique_name]
-    out = []
-    for sub in comps[top].subtransforms:
-        stack, gbks, sides = [sub], 0, 0
-        while stack:
-            t = comps[stack.pop()]
-            stack += list(t.subtransforms)
-            gbks += t.spec.urn == GBK
-            if t.spec.urn == PAR_DO:
-                sides += len(beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
-                             .side_inputs)
-        out.append((comps[sub].unique_name[len(unique_name) + 1:], gbks, sides))
-    return out
+    return [(comps[sub].unique_name[len(unique_name) + 1:], *_counts(comps, sub))
+            for sub in comps[top].subtransforms]
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,13 @@ class RangePart:
     sources: str = ""
 
 
+def document_tokenizer(config, engine: str):
+    """The pack's tokenizer, encoding with the engine the launcher chose (`engine_choice`)."""
+    tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path,
+                                 config.tokenizer_options)
+    return tokenizer.with_engine(engine) if hasattr(tokenizer, "with_engine") else tokenizer
+
+
 def document_ids(plan, tokenizer, texts) -> list:
     """Each rendered text's document as the pack writes it (its EOD aside): the BOS id if
     the plan has one, then the text's ids encoded as plain text. [] for a text with no
@@ -100,11 +107,7 @@ class TokenizeRangeFn(beam.DoFn):
 
     def setup(self):
         config = self._plan.config
-        tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path,
-                                     config.tokenizer_options)
-        # The engine the launcher chose (`engine_choice`).
-        self._tokenizer = (tokenizer.with_engine(self._plan.engine)
-                           if hasattr(tokenizer, "with_engine") else tokenizer)
+        self._tokenizer = document_tokenizer(config, self._plan.engine)
         self._renderers = [Renderer(f, t) for f, t in zip(config.fields, config.templates)]
 
     def process(self, byte_range):

@@ -71,13 +71,10 @@ class EncodeDocumentsFn(beam.DoFn):
 
     def setup(self):
         from mintdim_beam.core.render.document_text import Renderer
-        from mintdim_beam.core.tokenizer.tokenizers import cached_tokenizer
+        from mintdim_beam.pack_build.tokenize import document_tokenizer
 
         config = self._plan.config
-        tokenizer = cached_tokenizer(config.tokenizer_kind, config.tokenizer_path,
-                                     config.tokenizer_options)
-        self._tokenizer = (tokenizer.with_engine(self._plan.engine)
-                           if hasattr(tokenizer, "with_engine") else tokenizer)
+        self._tokenizer = document_tokenizer(config, self._plan.engine)
         self._renderer = Renderer(config.fields[0], config.templates[0])
 
     def process(self, pairs):
