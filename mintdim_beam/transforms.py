@@ -17,7 +17,7 @@ import apache_beam as beam
 
 from mintdim_beam.core.config.bad_rows import bad_rows
 
-__all__ = ["TokenizeRecords", "WriteUnitBuild", "WritePackBuild"]
+__all__ = ["TokenizeRecords", "WriteUnitBuild", "WritePackBuild", "record_ids", "segment_ids"]
 
 DEFAULT_BUILD_BATCH = 1000
 
@@ -37,9 +37,10 @@ class TokenizeRecords(beam.PTransform):
     build_batch: rows encoded per call (speed only, never bytes).
 
     A keyed row gives (key, record); a bare row a bare record. A record is a dict:
-    ids (every segment's ids, one array), lengths (per segment), segments and kinds
-    (the template's names and kinds), hash, empty_fields, unks, lossy, part, engine,
-    source (a document: ids, source, engine). A row the template cannot take gives a record with `error` instead, which
+    ids (every segment's ids back to back, as the little-endian bytes of `dtype`:
+    `record_ids` / `segment_ids` give arrays), lengths (per segment), segments and
+    kinds (the template's names and kinds), hash, empty_fields, unks, lossy, part,
+    engine, source (a document: ids, dtype, source, engine). A row the template cannot take gives a record with `error` instead, which
     `WriteUnitBuild` reports (or skips, under on_bad_row="skip") at its key."""
 
     def __init__(self, tokenizer: dict, *, fields=None, template=None, chat=None,
@@ -156,6 +157,20 @@ class WritePackBuild(beam.PTransform):
         claim.take([(plan.config.output_path, plan.config.output_given)])
         return keyed | "WritePackBuild" >> WriteKeyedPack(plan, self._rows, claim,
                                                           self._buckets)
+
+
+def record_ids(record: dict):
+    """A record's ids as one numpy array (every segment's, back to back)."""
+    import numpy as np
+
+    return np.frombuffer(record["ids"], dtype=record["dtype"])
+
+
+def segment_ids(record: dict) -> list:
+    """A record's ids as one numpy array per segment (`lengths` of them)."""
+    import numpy as np
+
+    return np.split(record_ids(record), np.cumsum(record["lengths"])[:-1])
 
 
 def _check_sink(transform: str, tokenize, documents: bool, key_buckets) -> None:

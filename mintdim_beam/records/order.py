@@ -144,8 +144,10 @@ def _batch(chunk_key, rows):
     """(chunk key, tokenized batch) as `Tokenize` gives one, with the rows' sources."""
     records = [(sample, source, record) for sample, source, group in rows for record in group]
     samples = np.asarray([sample for sample, _, _ in records], dtype=np.int64)
-    lengths = np.stack([record["lengths"] for _, _, record in records])
-    tokens = np.concatenate([record["ids"] for _, _, record in records])
+    lengths = np.asarray([record["lengths"] for _, _, record in records], dtype=np.int64)
+    dtype = np.dtype(records[0][2]["dtype"])  # the encoder's own (uint16 or uint32)
+    tokens = np.frombuffer(b"".join([record["ids"] for _, _, record in records]),
+                           dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
     batch = {"samples": samples, "lines": samples.copy(),
              "digests": [record["hash"] for _, _, record in records],
              "empty": {j: record["empty_fields"] for j, (_, _, record) in enumerate(records)

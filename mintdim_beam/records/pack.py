@@ -95,8 +95,10 @@ class EncodeDocumentsFn(beam.DoFn):
         ids = np.asarray(ids, dtype=np.int64)
         ends = np.cumsum(counts)
         engine = getattr(self._tokenizer, "engine_used", self._tokenizer.kind)
+        raw = ids.astype("<i4").tobytes()  # bytes: Beam's coder copies them as they are
         for (key, source), end, count in zip(kept, ends.tolist(), np.asarray(counts).tolist()):
-            record = {"ids": ids[end - count:end], "source": source, "engine": engine}
+            record = {"ids": raw[(end - count) * 4:end * 4], "dtype": "<i4", "source": source,
+                      "engine": engine}
             yield record if key is UNKEYED else (key, record)
 
 
@@ -151,7 +153,7 @@ class PackRangeFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(ERRORS, placed(record["error"], bucket,
                                                               sample, source))
             else:
-                ids = np.asarray(record["ids"], dtype=np.int64)
+                ids = np.frombuffer(record["ids"], dtype=record["dtype"]).astype(np.int64)
                 engines[record.get("engine") or ""] += 1
                 problem = eod_problem(ids, plan.eod_id)
                 if problem:

@@ -85,21 +85,26 @@ def raise_worker(error) -> None:
 
 def records_of(element, plan):
     """A tokenized batch -> one (key, record) per record (a bare record for an unkeyed
-    row). A record: `ids` (every segment's ids, one array), `lengths` (per segment),
+    row). A record: `ids` (every segment's ids back to back, as the bytes of `dtype`,
+    little-endian: Beam's coder copies bytes as they are, where each numpy array cost
+    a pickle), `lengths` (per segment),
     `segments` and `kinds` (the template's), `hash` (sha256 of the rendered text),
     `empty_fields`, `unks` and `lossy` (or None), `part` (a split dialogue's record, or
     None), `engine` and `source` (the provenance fields' (file, line), or None)."""
     (_, _, _, slot), batch = element
     keys, sources = slot
     lengths, tokens = batch["lengths"], batch["tokens"]
+    tokens = tokens.astype(tokens.dtype.newbyteorder("<"), copy=False)
+    raw, dtype = tokens.tobytes(), tokens.dtype.str
+    width = tokens.dtype.itemsize
     totals = lengths.sum(axis=1)
-    ends = np.cumsum(totals)
-    starts = ends - totals
+    ends = (np.cumsum(totals) * width).tolist()
+    starts = [end - total * width for end, total in zip(ends, totals.tolist())]
     engines = _engine_per_record(batch.get("engines") or {}, len(totals))
     parts = batch["parts"].tolist() if "parts" in batch else None
     names, kinds = _segments(plan)
-    for j, line in enumerate(batch["lines"].tolist()):
-        record = {"ids": tokens[starts[j]:ends[j]], "lengths": lengths[j],
+    for j, (line, segment_lengths) in enumerate(zip(batch["lines"].tolist(), lengths.tolist())):
+        record = {"ids": raw[starts[j]:ends[j]], "dtype": dtype, "lengths": segment_lengths,
                   "segments": names, "kinds": kinds, "hash": batch["digests"][j],
                   "empty_fields": batch["empty"].get(j, []),
                   "unks": batch["unks"].get(j), "lossy": batch["lossy"].get(j),
