@@ -257,3 +257,25 @@ def test_bare_rows_give_bare_records_with_the_file_builds_ids(corpus):
             compared += 1
     assert compared > 40
     assert next(iter(got.values()))["kinds"][:2] == ["literal", "field"]
+
+
+@pytest.mark.parametrize("element, says", [
+    ((1.5, {"instruction": "x", "input": "", "output": "y"}), "not float"),
+    ({"instruction": "x", "input": "", "output": "y"}, "(key, record) pairs"),
+], ids=["float key", "no key"])
+def test_a_key_no_order_takes_stops_the_build(tmp_path, element, says):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from mintdim_beam.core.errors.failures import recover
+    from mintdim_beam.errors import RecordKeyError
+    from mintdim_beam.transforms import TokenizeRecords, WriteUnitBuild
+
+    tokenize = TokenizeRecords(TOKENIZER, fields=FIELDS, template=TEMPLATE)
+    with pytest.raises(Exception) as caught:
+        with beam.Pipeline(options=PipelineOptions(IN_MEMORY)) as p:
+            (p | beam.Create([element]) | tokenize
+             | WriteUnitBuild(str(tmp_path / "out"), SIZES, tokenize=tokenize))
+    error = recover(caught.value)
+    assert isinstance(error, RecordKeyError) and says in error.kwargs["problem"], caught.value
+    assert not (tmp_path / "out" / "manifest.json").exists()

@@ -34,7 +34,7 @@ def with_sort_key(element):
 
     if type(element) is not tuple or len(element) != 2:
         raise_worker(RecordKeyError(key=repr(element)[:200], problem=(
-            "WriteUnitBuild takes (key, record) pairs: key the records first, "
+            "the sinks take (key, record) pairs: key the records first, "
             "for example beam.Map(lambda r: ((r['file'], r['line']), r)) before TokenizeRecords")))
     key, record = element
     try:
