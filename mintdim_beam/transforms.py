@@ -1,10 +1,11 @@
 """Our stages inside your own Beam pipeline: tokenize rows the way a build does, and
-write unit-builds from records keyed by your own sort key (`docs/beam.md`).
+write unit-builds and pack-builds from records keyed by your own sort key
+(`docs/beam.md`).
 
-    rows | beam.Map(lambda r: ((r["file"], r["line"]), r))
-         | TokenizeRecords(tokenizer={"type": "hf_json", "files": ["tok.json"]},
-                           fields=["q", "a"], template="Q: {q}\\nA: {a}")  # as tokenize
-         | WriteUnitBuild("out/", [256, 512], tokenize=tokenize, samples_per_shard=1000)
+    tokenize = TokenizeRecords({"type": "hf_json", "files": ["tok.json"]},
+                               fields=["q", "a"], template="Q: {q}\\nA: {a}")
+    (rows | beam.Map(lambda r: ((r["file"], r["line"]), r)) | tokenize
+          | WriteUnitBuild("out/", [256, 512], tokenize=tokenize, samples_per_shard=1000))
 
 The key decides the sample ids (dense from 0 in key order) and stands for the source
 in the indices: a key (str, int) is (source_file, source_line); any other key is
