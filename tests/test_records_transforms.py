@@ -279,3 +279,29 @@ def test_a_key_no_order_takes_stops_the_build(tmp_path, element, says):
     error = recover(caught.value)
     assert isinstance(error, RecordKeyError) and says in error.kwargs["problem"], caught.value
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_retried_bundles_give_the_same_bytes(corpus, packed, tmp_path, monkeypatch):
+    """Every first attempt of a tokenize, write and finalize bundle fails (a runner that
+    retries them): the unit-build and the pack of records are still the file builds'
+    bytes, with no failure notice left behind. The file build on that runner too: its
+    rejected rows were once lost there (read as a side input straight from a
+    multi-output step), and the build exited 0 with shifted ids."""
+    from conftest import BUNDLE_RETRYING
+
+    work, want = corpus
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("MINTDIM_FAULTS", f"tokenize,write,finalize@{markers}")
+    retried = build_from_files(work, "retried_files", BUNDLE_RETRYING)
+    assert same_build(work, "retried_files", "from_files") == []
+    assert {**retried, "output_dir": ""} == {**want, "output_dir": ""}
+    got, = build_from_rows(work, "retried_units", BUNDLE_RETRYING)
+    assert same_build(work, "retried_units", "from_files") == []
+    assert {**got, "output_dir": ""} == {**want, "output_dir": ""}
+    got = pack_from_rows(work, "retried_pack", BUNDLE_RETRYING)
+    assert same_pack(work, "retried_pack", "pack_from_files") == []
+    assert {**got, "output_dir": ""} == {**packed, "output_dir": ""}
+    assert len(list(markers.iterdir())) > 2  # the faults were injected, and retried
+    for name in ("retried_units", "retried_pack"):
+        assert not [p for p in (work / name).rglob("*FAILED*")]

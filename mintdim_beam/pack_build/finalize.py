@@ -80,12 +80,16 @@ def manifest_doc(plan, shards, parts, inputs) -> dict:
 def finalize(shards, error, parts, plan, inputs, rows=BadRows(), rejected=(), numbering=None,
              claim=None):
     """Finalize as the module says; with a `claim` (a user's pipeline, no launcher
-    waiting) a failure leaves its notices here before it is raised."""
+    waiting) the build's own error (found before anything is written) leaves its
+    notices here before it is raised; a failed write is left to the runner's retry."""
+    state = {"writing": False}  # set once this attempt writes: a retry may then succeed
     if claim is None:
-        return _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering)
+        return _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering, state)
     try:
-        return _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering)
+        return _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering, state)
     except WorkerFailure as exc:
+        if state["writing"]:  # a failed write, not the build's verdict: the runner retries
+            raise
         from mintdim_beam.core.errors.failures import recover
         from mintdim_beam.core.files.ownership import PACK_FAILED
         from mintdim_beam.runtime.failure_notices import leave_failure_notices
@@ -104,7 +108,7 @@ def _warn(message: str) -> None:
     logging.getLogger("mintdim_beam").warning("[pack-build] %s", message)
 
 
-def _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering):
+def _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering, state):
     if error is not None:
         raise WorkerFailure(error)
     config = plan.config
@@ -113,6 +117,7 @@ def _finalize(shards, error, parts, plan, inputs, rows, rejected, numbering):
     if not shards:
         raise WorkerFailure(PackEmptyError(files=[f.given for f in config.files],
                                            empty=sum(p.empty for p in parts)).to_payload())
+    state["writing"] = True  # every check of the build's own errors is above
     out = config.output_path
     shards = sorted(shards, key=lambda s: s.shard)
     counts = {storage.join(out, s.name): (s.documents, s.documents + 1) for s in shards}

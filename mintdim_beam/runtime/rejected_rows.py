@@ -25,7 +25,11 @@ def split_rejected(p, pending, skipping: set):
         return int(error.dataset in skipping and not isinstance(error, ExtraTurnsPending))
 
     errors, rows = pending | "BadRows" >> beam.Partition(rejected, 2)
-    return errors, rows
+    # The rows are read as side inputs (numbering, Finalize): read straight from one
+    # output of a multi-output ParDo, the BundleBasedDirectRunner gave them as empty, and
+    # the rejected rows vanished from the ids and the index (`ApplyToAll`); a plain Map
+    # in between fixes it.
+    return errors, rows | "RejectedRows" >> beam.Map(lambda row: row)
 
 
 def row_text(row: dict) -> str:

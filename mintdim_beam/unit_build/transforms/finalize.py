@@ -53,12 +53,16 @@ class FinalizeFn(beam.DoFn):
         self._faults.start_bundle()
 
     def process(self, ds, *sides):
+        self._writing = False  # set once this attempt writes: a retry may then succeed
         if self._claim is None:
             yield from self._finalize(ds, *sides)
             return
         try:
             yield from self._finalize(ds, *sides)
-        except WorkerFailure as exc:  # the build's own error: notices, then raise it
+        except WorkerFailure as exc:
+            if self._writing:  # a failed write, not the build's verdict: the runner retries
+                raise
+            # the build's own error (found before any write): notices, then raise it
             from mintdim_beam.core.errors.failures import recover
             from mintdim_beam.unit_build.notices import write_failure_notices
 
@@ -95,6 +99,7 @@ class FinalizeFn(beam.DoFn):
         lossy = parts.get(fmt.LOSSY_INDEX)
         if lossy and plan.on_lossy == "abort":
             raise WorkerFailure(first_lossy(plan, lossy[0][0]))
+        self._writing = True  # every check of the build's own errors is above
         for name in (fmt.SAMPLE_INDEX, fmt.UNK_INDEX, fmt.LOSSY_INDEX, fmt.DUPLICATE_INDEX):
             join(name, parts.get(name, []))
         dups = [(groups, samples) for d, _, _, groups, samples, _ in dup_parts if d == ds]
