@@ -198,7 +198,8 @@ class AssignFn(beam.DoFn):
             file_json = fmt.json_string(dataset.files[file_pos].given)
             file_jsons = None
         else:
-            file_jsons = list(map(fmt.json_string, sources))
+            quoted = {name: fmt.json_string(name) for name in set(sources)}  # once a name
+            file_jsons = list(map(quoted.__getitem__, sources))
         lengths, tokens = batch["lengths"].copy(), batch["tokens"]  # inputs are shared: copy
         totals = lengths.sum(axis=1)
         declared = assign_declared(dataset.sizes, totals)
